@@ -1,0 +1,74 @@
+"""What every loss head shares: input checks, float32 computation, padding masks and the reduction.
+
+A loss head is called as ``loss(scores, labels, mask=None)`` with
+
+- ``scores`` ``[Q, N]``: one list of N candidate scores per query, of any floating dtype;
+- ``labels`` ``[Q, N]``: graded relevance (>= 0, unjudged = 0);
+- ``mask`` ``[Q, N]`` bool: True for real candidates, False for padding (default: all real).
+
+Rules every subclass inherits (after TF-Ranking's ``losses_impl``):
+
+- the computation runs in at least float32, outside autocast, whatever dtype the scores arrive in;
+- padded slots are replaced by neutral values before the loss sees them, and their gradient is exactly zero;
+- a query contributes only if its real candidates have at least two different labels (so at least one relevant
+  candidate and one pair to order); the loss is the mean of :meth:`RankingLoss.per_query` over the contributing
+  queries, and a batch where none contributes gives a graph-connected 0.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class RankingLoss(nn.Module):
+    """Base class of the loss heads; subclasses implement :meth:`per_query`."""
+
+    def forward(self, scores: Tensor, labels: Tensor, mask: Tensor | None = None) -> Tensor:
+        """The mean loss over the queries that contribute (a scalar tensor)."""
+        scores, labels, mask = _prepare(scores, labels, mask)
+        with torch.autocast(device_type=scores.device.type, enabled=False):
+            per_query = self.per_query(scores, labels, mask)
+        contributes = _contributes(labels, mask)
+        total = torch.where(contributes, per_query, torch.zeros_like(per_query)).sum()
+        return total / contributes.sum().clamp(min=1)
+
+    def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
+        """The loss of each query, ``[Q]``.
+
+        Receives float scores and labels already zeroed at padded slots, and the bool mask; must stay finite
+        for every query (including those that will not contribute) so that masked queries cannot leak NaN
+        into the gradient.
+        """
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{name}={value!r}" for name, value in vars(self).items() if not name.startswith("_"))
+
+
+def _prepare(scores: Tensor, labels: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+    if scores.dim() != 2:
+        raise ValueError(f"scores must be [queries, candidates], got shape {tuple(scores.shape)}")
+    if labels.shape != scores.shape:
+        raise ValueError(f"labels shape {tuple(labels.shape)} differs from scores shape {tuple(scores.shape)}")
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    elif mask.shape != scores.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} differs from scores shape {tuple(scores.shape)}")
+    mask = mask.bool()
+    if not scores.is_floating_point():
+        raise TypeError(f"scores must be a floating-point tensor, got {scores.dtype}")
+    dtype = torch.promote_types(scores.dtype, torch.float32)
+    labels = labels.to(dtype)
+    if bool(((labels < 0) & mask).any()):
+        raise ValueError("labels must be >= 0 (graded relevance); map negative judgments before training")
+    zero = scores.new_zeros((), dtype=dtype)
+    return torch.where(mask, scores.to(dtype), zero), torch.where(mask, labels, zero), mask
+
+
+def _contributes(labels: Tensor, mask: Tensor) -> Tensor:
+    """``[Q]`` bool: the query has two real candidates with different labels."""
+    inf = torch.finfo(labels.dtype).max
+    highest = torch.where(mask, labels, -inf).amax(dim=-1)
+    lowest = torch.where(mask, labels, inf).amin(dim=-1)
+    return highest > lowest

@@ -1,0 +1,92 @@
+"""NeuralNDCG: NDCG over a NeuralSort relaxation of the sorting permutation.
+
+Pobrotyn and Bialobrzeski. *NeuralNDCG: Direct Optimisation of a Ranking Metric via Differentiable Relaxation
+of Sorting.* arXiv:2102.07831, 2021, Eqs. 5-9; NeuralSort from Grover et al., ICLR 2019, Eq. 5.
+
+For a list of n scores, row r (1-based) of the relaxed permutation matrix is (NeuralSort)::
+
+    P[r, :] = softmax( ((n + 1 - 2r) * s - A_s 1) / T ),      (A_s 1)_j = sum_k |s_j - s_k|
+
+made doubly stochastic by Sinkhorn scaling (alternate row and column normalisation, at most ``max_iter``
+rounds, stopping when every row and column sums to 1 within 1e-6), and::
+
+    NeuralNDCG = 1/IDCG * sum_r (P g(y))_r / log2(1 + r)
+
+The loss is ``1 - NeuralNDCG``. Parameters: ``temperature`` T (default 1, as the authors), ``max_iter``
+(default 50). n is each query's own number of real candidates, so padding changes nothing.
+
+Example::
+
+    >>> import torch
+    >>> from rerank.losses import NeuralNDCG
+    >>> value = NeuralNDCG(temperature=1.0)(torch.randn(2, 4, requires_grad=True), torch.tensor([[2, 0, 1, 0]] * 2))
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .base import RankingLoss
+from .functional import gains, ideal_dcg, rank_discounts, safe_divide, score_differences
+
+SINKHORN_TOLERANCE = 1e-6
+SINKHORN_EPS = 1e-10  # rows and columns summing to less are left as they are (empty ones stay 0, gradients finite)
+
+
+def neural_sort(scores: Tensor, mask: Tensor, temperature: float) -> Tensor:
+    """``[Q, N, N]`` NeuralSort matrix: ``[q, r, j]`` ~ probability that candidate j has rank r + 1.
+
+    Rows past a query's length and columns of padded candidates are zero.
+    """
+    lengths = mask.sum(dim=-1, keepdim=True).to(scores.dtype)
+    spread = torch.where(mask.unsqueeze(-2), score_differences(scores).abs(), 0.0).sum(dim=-1)
+    ranks = torch.arange(1, scores.shape[-1] + 1, dtype=scores.dtype, device=scores.device)
+    scaling = lengths + 1.0 - 2.0 * ranks  # [Q, N]
+    logits = (scaling.unsqueeze(-1) * scores.unsqueeze(-2) - spread.unsqueeze(-2)) / temperature
+    matrix = torch.softmax(logits.masked_fill(~mask.unsqueeze(-2), -torch.inf), dim=-1)
+    return torch.where(_cells(mask), matrix, torch.zeros_like(matrix))
+
+
+def _cells(mask: Tensor) -> Tensor:
+    """``[Q, N, N]`` bool: the (rank, candidate) cells of a list of ``mask.sum()`` real candidates."""
+    rows = torch.arange(mask.shape[-1], device=mask.device) < mask.sum(dim=-1, keepdim=True)
+    return rows.unsqueeze(-1) & mask.unsqueeze(-2)
+
+
+def sinkhorn(matrix: Tensor, mask: Tensor, max_iter: int) -> Tensor:
+    """Scale ``matrix`` towards doubly stochastic over each query's real cells (Sinkhorn and Knopp 1967)."""
+    cells = _cells(mask)
+    for _ in range(max_iter):
+        matrix = _normalise(_normalise(matrix, dim=-2), dim=-1)
+        sums = matrix.detach()
+        column_error = torch.where(mask, sums.sum(dim=-2) - 1.0, 0.0).abs().max()
+        row_error = torch.where(cells.any(dim=-1), sums.sum(dim=-1) - 1.0, 0.0).abs().max()
+        if max(float(column_error), float(row_error)) < SINKHORN_TOLERANCE:
+            break
+    return matrix
+
+
+def _normalise(matrix: Tensor, dim: int) -> Tensor:
+    sums = matrix.sum(dim=dim, keepdim=True)
+    return matrix / torch.where(sums > SINKHORN_EPS, sums, torch.ones_like(sums))
+
+
+class NeuralNDCG(RankingLoss):
+    """``1 - NeuralNDCG`` over a Sinkhorn-scaled NeuralSort permutation matrix."""
+
+    def __init__(self, temperature: float = 1.0, max_iter: int = 50) -> None:
+        super().__init__()
+        if temperature <= 0:
+            raise ValueError(f"temperature must be positive; got {temperature!r}")
+        if max_iter < 1:
+            raise ValueError(f"max_iter must be at least 1; got {max_iter!r}")
+        self.temperature = float(temperature)
+        self.max_iter = int(max_iter)
+
+    def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
+        permutation = sinkhorn(neural_sort(scores, mask, self.temperature), mask, self.max_iter)
+        item_gains = gains(labels, mask)
+        gain_at_rank = torch.einsum("qrn,qn->qr", permutation, item_gains)
+        dcg = (gain_at_rank * rank_discounts(scores.shape[-1], None, scores)).sum(dim=-1)
+        return 1.0 - safe_divide(dcg, ideal_dcg(item_gains, None))
