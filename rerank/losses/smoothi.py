@@ -47,7 +47,7 @@ def smooth_rank_indicators(
     Padded candidates get exactly zero mass at every rank.
     """
     lowest = torch.where(mask, scores, torch.full_like(scores, torch.inf)).amin(dim=-1, keepdim=True)
-    shifted = torch.where(mask, scores - lowest.detach(), torch.zeros_like(scores))
+    shifted = torch.where(mask, scores - lowest, torch.zeros_like(scores))
     remaining = torch.ones_like(scores)
     indicators = []
     for _ in range(ranks):
