@@ -11,7 +11,8 @@ from helpers import random_lists
 
 from rerank.evaluation import evaluate
 from rerank.losses import LOSSES, build
-from rerank.losses.softndcg import normal_rank_distribution, rank_binomial, win_probabilities
+from rerank.losses.rank_binomial import expected_rank_discounts, rank_binomial, win_probabilities
+from rerank.losses.softndcg import normal_rank_distribution
 
 GAIN_OF = {"exp2m1": lambda y: 2**y - 1, "exp2": lambda y: 2**y, "linear": lambda y: y}
 
@@ -244,3 +245,27 @@ def test_bad_shapes_and_labels_are_rejected() -> None:
         loss(torch.zeros(2, 3), torch.zeros(2, 4))
     with pytest.raises(ValueError, match="labels must be >= 0"):
         loss(torch.zeros(1, 3), torch.tensor([[1, -1, 0]]))
+
+
+@pytest.mark.parametrize("ranks", [9, 4])
+def test_compiled_expected_discounts_match_the_tensor_recursion(ranks: int) -> None:
+    """The CPU kernels (values and gradients) against the plain tensor recursion under autograd."""
+    generator = torch.Generator().manual_seed(ranks)
+    scores = torch.randn(3, 9, dtype=torch.float64, generator=generator)
+    mask = torch.ones(3, 9, dtype=torch.bool)
+    mask[1, 6:] = False
+    active = mask & (torch.rand(3, 9, generator=generator) > 0.3)
+    discounts = torch.rand(3, ranks, dtype=torch.float64, generator=generator)
+    upstream = torch.randn(3, 9, dtype=torch.float64, generator=generator)
+    results = []
+    for compiled in (True, False):
+        leaf = scores.clone().requires_grad_()
+        if compiled:
+            expected = expected_rank_discounts(leaf, mask, active, 0.8, discounts)
+        else:
+            dist = rank_binomial(win_probabilities(leaf, mask, 0.8).transpose(-1, -2), ranks)
+            expected = torch.where(active, torch.einsum("qmr,qr->qm", dist, discounts), 0.0)
+        (expected * upstream).sum().backward()
+        results.append((expected.detach(), leaf.grad))
+    torch.testing.assert_close(results[0][0], results[1][0], atol=1e-12, rtol=1e-10)
+    torch.testing.assert_close(results[0][1], results[1][1], atol=1e-12, rtol=1e-10)

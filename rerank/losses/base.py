@@ -26,12 +26,15 @@ class RankingLoss(nn.Module):
 
     def forward(self, scores: Tensor, labels: Tensor, mask: Tensor | None = None) -> Tensor:
         """The mean loss over the queries that contribute (a scalar tensor)."""
-        scores, labels, mask = _prepare(scores, labels, mask)
-        with torch.autocast(device_type=scores.device.type, enabled=False):
-            per_query = self.per_query(scores, labels, mask)
-        contributes = _contributes(labels, mask)
-        total = torch.where(contributes, per_query, torch.zeros_like(per_query)).sum()
-        return total / contributes.sum().clamp(min=1)
+        scores, labels, mask, contributes = _prepare(scores, labels, mask)
+        if torch.is_autocast_enabled(scores.device.type):
+            with torch.autocast(device_type=scores.device.type, enabled=False):
+                return self._mean(scores, labels, mask, contributes)
+        return self._mean(scores, labels, mask, contributes)
+
+    def _mean(self, scores: Tensor, labels: Tensor, mask: Tensor, contributes: Tensor) -> Tensor:
+        weights = contributes.to(scores.dtype)
+        return self.per_query(scores, labels, mask) @ (weights / weights.sum().clamp(min=1.0))
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         """The loss of each query, ``[Q]``.
@@ -46,29 +49,26 @@ class RankingLoss(nn.Module):
         return ", ".join(f"{name}={value!r}" for name, value in vars(self).items() if not name.startswith("_"))
 
 
-def _prepare(scores: Tensor, labels: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+def _prepare(scores: Tensor, labels: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Checked float scores and labels (zero at padded slots), the bool mask, and ``[Q]`` bool: the query
+    contributes (two real candidates with different labels)."""
     if scores.dim() != 2:
         raise ValueError(f"scores must be [queries, candidates], got shape {tuple(scores.shape)}")
     if labels.shape != scores.shape:
         raise ValueError(f"labels shape {tuple(labels.shape)} differs from scores shape {tuple(scores.shape)}")
-    if mask is None:
-        mask = torch.ones_like(scores, dtype=torch.bool)
-    elif mask.shape != scores.shape:
-        raise ValueError(f"mask shape {tuple(mask.shape)} differs from scores shape {tuple(scores.shape)}")
-    mask = mask.bool()
     if not scores.is_floating_point():
         raise TypeError(f"scores must be a floating-point tensor, got {scores.dtype}")
     dtype = torch.promote_types(scores.dtype, torch.float32)
-    labels = labels.to(dtype)
-    if bool(((labels < 0) & mask).any()):
+    scores, labels = scores.to(dtype), labels.to(dtype)
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+        lowest = labels.amin(dim=-1)
+    elif mask.shape != scores.shape:
+        raise ValueError(f"mask shape {tuple(mask.shape)} differs from scores shape {tuple(scores.shape)}")
+    else:
+        mask = mask.bool()
+        lowest = torch.where(mask, labels, torch.inf).amin(dim=-1)
+        scores, labels = torch.where(mask, scores, 0.0), torch.where(mask, labels, 0.0)
+    if bool(lowest.min() < 0):
         raise ValueError("labels must be >= 0 (graded relevance); map negative judgments before training")
-    zero = scores.new_zeros((), dtype=dtype)
-    return torch.where(mask, scores.to(dtype), zero), torch.where(mask, labels, zero), mask
-
-
-def _contributes(labels: Tensor, mask: Tensor) -> Tensor:
-    """``[Q]`` bool: the query has two real candidates with different labels."""
-    inf = torch.finfo(labels.dtype).max
-    highest = torch.where(mask, labels, -inf).amax(dim=-1)
-    lowest = torch.where(mask, labels, inf).amin(dim=-1)
-    return highest > lowest
+    return scores, labels, mask, labels.amax(dim=-1) > lowest

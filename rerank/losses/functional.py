@@ -99,6 +99,9 @@ def score_ranks(scores: Tensor, mask: Tensor) -> Tensor:
 
 
 def masked_log_softmax(values: Tensor, mask: Tensor) -> Tensor:
-    """Log-softmax over the real candidates; 0 (not -inf) at padded slots so products with 0 stay finite."""
-    log_probs = torch.log_softmax(values.masked_fill(~mask, -torch.inf), dim=-1)
-    return torch.where(mask, log_probs, torch.zeros_like(log_probs))
+    """Log-softmax over the real candidates.
+
+    Padded slots get probability exactly 0 and a very negative but finite log-probability, so that products
+    with a zero probability stay 0 (never ``0 * -inf = NaN``).
+    """
+    return torch.log_softmax(torch.where(mask, values, torch.finfo(values.dtype).min), dim=-1)

@@ -28,5 +28,5 @@ class ListNet(RankingLoss):
     """Top-one cross-entropy ``-sum_j softmax(y)_j log softmax(s)_j``."""
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-        target = masked_log_softmax(labels, mask).exp() * mask
+        target = torch.softmax(torch.where(mask, labels, -torch.inf), dim=-1)
         return -(target * masked_log_softmax(scores, mask)).sum(dim=-1)

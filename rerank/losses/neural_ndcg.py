@@ -7,8 +7,9 @@ For a list of n scores, row r (1-based) of the relaxed permutation matrix is (Ne
 
     P[r, :] = softmax( ((n + 1 - 2r) * s - A_s 1) / T ),      (A_s 1)_j = sum_k |s_j - s_k|
 
-made doubly stochastic by Sinkhorn scaling (alternate row and column normalisation, at most ``max_iter``
-rounds, stopping when every row and column sums to 1 within 1e-6), and::
+made doubly stochastic by Sinkhorn scaling (alternate column and row normalisation, at most ``max_iter``
+rounds, stopping when every row and column sums to 1 within 1e-6; computed through scaling vectors, so memory
+stays O(N^2) per list whatever the number of rounds), and::
 
     NeuralNDCG = 1/IDCG * sum_r (P g(y))_r / log2(1 + r)
 
@@ -31,7 +32,7 @@ from .base import RankingLoss
 from .functional import gains, ideal_dcg, rank_discounts, safe_divide, score_differences
 
 SINKHORN_TOLERANCE = 1e-6
-SINKHORN_EPS = 1e-10  # rows and columns summing to less are left as they are (empty ones stay 0, gradients finite)
+SINKHORN_EPS = 1e-10  # rows and columns summing to less get a zero scaling (empty ones stay 0, gradients finite)
 
 
 def neural_sort(scores: Tensor, mask: Tensor, temperature: float) -> Tensor:
@@ -54,22 +55,30 @@ def _cells(mask: Tensor) -> Tensor:
     return rows.unsqueeze(-1) & mask.unsqueeze(-2)
 
 
-def sinkhorn(matrix: Tensor, mask: Tensor, max_iter: int) -> Tensor:
-    """Scale ``matrix`` towards doubly stochastic over each query's real cells (Sinkhorn and Knopp 1967)."""
-    cells = _cells(mask)
+def sinkhorn_scalings(matrix: Tensor, max_iter: int) -> tuple[Tensor, Tensor]:
+    """Row and column scalings ``u, v`` that make ``diag(u) @ matrix @ diag(v)`` doubly stochastic.
+
+    Sinkhorn and Knopp (1967): alternately normalise columns then rows, as allRank does, but through the
+    scaling vectors, so each round is two batched matrix-vector products and the backward pass stores vectors,
+    not matrices. Stops after ``max_iter`` rounds or when every column sums to 1 within 1e-6 (rows sum to 1
+    after each round). Empty rows and columns (padding) get a zero scaling.
+    """
+    rows = torch.ones(matrix.shape[:-1], dtype=matrix.dtype, device=matrix.device)
+    columns = _reciprocal(torch.einsum("qrn,qr->qn", matrix, rows))
     for _ in range(max_iter):
-        matrix = _normalise(_normalise(matrix, dim=-2), dim=-1)
-        sums = matrix.detach()
-        column_error = torch.where(mask, sums.sum(dim=-2) - 1.0, 0.0).abs().max()
-        row_error = torch.where(cells.any(dim=-1), sums.sum(dim=-1) - 1.0, 0.0).abs().max()
-        if max(float(column_error), float(row_error)) < SINKHORN_TOLERANCE:
+        rows = _reciprocal(torch.einsum("qrn,qn->qr", matrix, columns))
+        column_sums = torch.einsum("qrn,qr->qn", matrix, rows)
+        converged = float(torch.where(columns > 0, column_sums.detach() * columns.detach() - 1.0, 0.0).abs().max())
+        if converged < SINKHORN_TOLERANCE:
             break
-    return matrix
+        columns = _reciprocal(column_sums)
+    return rows, columns
 
 
-def _normalise(matrix: Tensor, dim: int) -> Tensor:
-    sums = matrix.sum(dim=dim, keepdim=True)
-    return matrix / torch.where(sums > SINKHORN_EPS, sums, torch.ones_like(sums))
+def _reciprocal(sums: Tensor) -> Tensor:
+    """``1 / sums`` where ``sums > SINKHORN_EPS``, else 0 (finite in both passes)."""
+    large = sums > SINKHORN_EPS
+    return torch.where(large, 1.0 / torch.where(large, sums, 1.0), 0.0)
 
 
 class NeuralNDCG(RankingLoss):
@@ -85,8 +94,9 @@ class NeuralNDCG(RankingLoss):
         self.max_iter = int(max_iter)
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-        permutation = sinkhorn(neural_sort(scores, mask, self.temperature), mask, self.max_iter)
+        relaxed = neural_sort(scores, mask, self.temperature)
+        rows, columns = sinkhorn_scalings(relaxed, self.max_iter)
         item_gains = gains(labels, mask)
-        gain_at_rank = torch.einsum("qrn,qn->qr", permutation, item_gains)
+        gain_at_rank = rows * torch.einsum("qrn,qn->qr", relaxed, columns * item_gains)
         dcg = (gain_at_rank * rank_discounts(scores.shape[-1], None, scores)).sum(dim=-1)
         return 1.0 - safe_divide(dcg, ideal_dcg(item_gains, None))

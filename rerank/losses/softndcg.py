@@ -27,7 +27,8 @@ The loss is ``1 - SoftNDCG``. Options:
 - ``discount``: ``log2`` (``1/log2(2 + r)``, the NDCG discount) or ``linear`` (``1 - r/n`` for a list of n, the shallower
   training discount the paper finds to generalise better, Section 4, Figure 5).
 
-Only candidates with a non-zero gain enter the sum, so only their rank distributions are computed.
+Only candidates with a non-zero gain enter the sum, so only their rank distributions are computed; see
+:mod:`rerank.losses.rank_binomial` for how the exact recursion and its gradient are computed.
 
 Example::
 
@@ -39,46 +40,15 @@ Example::
 
 from __future__ import annotations
 
-import math
-
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .base import RankingLoss
+from .rank_binomial import expected_rank_discounts, win_probabilities
 from .functional import check_gain, check_k, gains, rank_discounts, safe_divide
 
 METHODS = ("auto", "exact", "normal")
 DISCOUNTS = ("log2", "linear")
-
-
-def win_probabilities(scores: Tensor, mask: Tensor, sigma: float) -> Tensor:
-    """``[Q, N, N]`` with ``[q, i, j] = pi_ij`` (Eq. 9); zero on the diagonal and for padded candidates i."""
-    beats = torch.special.ndtr((scores.unsqueeze(-1) - scores.unsqueeze(-2)) / (math.sqrt(2.0) * sigma))
-    contest = mask.unsqueeze(-1) & ~torch.eye(scores.shape[-1], dtype=torch.bool, device=scores.device)
-    return torch.where(contest, beats, torch.zeros_like(beats))
-
-
-def rank_binomial(contests: Tensor, ranks: int) -> Tensor:
-    """Exact rank distributions by the Rank-Binomial recursion (Eq. 12).
-
-    Args:
-        contests: ``[Q, M, N]``, ``[q, m, i]`` = probability that candidate i beats candidate m.
-        ranks: number of ranks to track (0..ranks-1); mass that falls beyond is dropped.
-
-    Returns:
-        ``[Q, M, ranks]`` probabilities of each 0-based rank.
-    """
-    queries, candidates, opponents = contests.shape
-    dist = F.one_hot(torch.zeros(queries, candidates, dtype=torch.long, device=contests.device), ranks)
-    dist = dist.to(contests.dtype)
-    for i in range(opponents):
-        support = min(i + 2, ranks)  # after i+1 contests the rank is at most i+1
-        head = dist[..., :support]
-        moved = F.pad(head[..., :-1], (1, 0))
-        head = torch.lerp(head, moved, contests[..., i : i + 1])
-        dist = torch.cat([head, dist[..., support:]], dim=-1) if support < ranks else head
-    return dist
 
 
 def normal_rank_distribution(contests: Tensor, mask: Tensor, ranks: int) -> Tensor:
@@ -136,19 +106,13 @@ class SoftNDCG(RankingLoss):
         length = scores.shape[-1]
         ranks = length if self.k is None else min(self.k, length)
         item_gains = gains(labels, mask, self.gain)
-        # Only candidates with a gain contribute: gather them to the front, at most `width` per query.
-        width = max(int((item_gains > 0).sum(dim=-1).max()), 1)
-        order = (item_gains > 0).to(torch.int8).sort(dim=-1, descending=True, stable=True).indices[:, :width]
-        chosen_gains = item_gains.gather(-1, order)
-        contests = win_probabilities(scores, mask, self.sigma).transpose(-1, -2)
-        contests = contests.gather(1, order.unsqueeze(-1).expand(-1, -1, length))
-        exact = self.method == "exact" or (self.method == "auto" and length <= self.exact_max)
-        if exact:
-            dist = rank_binomial(contests, ranks)
-        else:
-            dist = normal_rank_distribution(contests, mask, ranks)
         discounts = self._discounts(mask, scores)
-        expected_discount = torch.einsum("qmr,qr->qm", dist, discounts[:, :ranks])
-        dcg = (chosen_gains * expected_discount).sum(dim=-1)
+        if self.method == "exact" or (self.method == "auto" and length <= self.exact_max):
+            expected = expected_rank_discounts(scores, mask, item_gains > 0, self.sigma, discounts[:, :ranks])
+        else:
+            contests = win_probabilities(scores, mask, self.sigma).transpose(-1, -2)
+            dist = normal_rank_distribution(contests, mask, ranks)
+            expected = torch.einsum("qmr,qr->qm", dist, discounts[:, :ranks])
+        dcg = (item_gains * expected).sum(dim=-1)
         ideal = (item_gains.sort(dim=-1, descending=True).values * discounts).sum(dim=-1)
         return 1.0 - safe_divide(dcg, ideal)

@@ -1,0 +1,164 @@
+"""Forward+backward time and peak memory of every loss head, beside allRank's where it has the same loss.
+
+Each (implementation, loss, list size) runs in a fresh subprocess so that its peak memory is its own: peak RSS
+growth over the process's baseline on CPU, ``torch.cuda.max_memory_allocated`` on CUDA. Inputs: Q lists of N
+candidates, each list padded (3/4 to all of N real candidates), labels 0-4.
+
+    python scripts/bench_losses.py --output docs/bench_losses.json
+    python scripts/bench_losses.py --sizes 10 100 --losses softndcg listnet --repeats 3
+
+allRank (``pip install --no-deps allrank``) is timed when importable; its loss modules import
+``allrank.data.dataset_loading`` and ``allrank.models.model_utils``, which pull torchvision, scikit-learn and
+gcsfs, so this script stands in for those two modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from rerank.losses import LOSSES, build
+
+# rerank loss name -> (allRank function name, keyword arguments that give the same loss)
+ALLRANK = {
+    "approx_ndcg": ("approxNDCGLoss", {"alpha": 10.0}),  # rerank's default temperature 0.1
+    "lambdaloss": ("lambdaLoss", {"weighing_scheme": "ndcgLoss2PP_scheme", "mu": 10.0}),
+    "neural_ndcg": ("neuralNDCG", {"temperature": 1.0}),
+    "listnet": ("listNet", {}),
+    "listmle": ("listMLE", {}),
+    "ranknet": ("rankNet", {}),
+}
+PADDED = -1  # allRank's label for padded slots
+
+
+def _allrank_losses() -> types.ModuleType | None:
+    """allRank's loss module with stand-ins for the two modules whose imports need extra packages."""
+    loading = types.ModuleType("allrank.data.dataset_loading")
+    loading.PADDED_Y_VALUE = PADDED
+    utils = types.ModuleType("allrank.models.model_utils")
+    utils.get_torch_device = lambda: torch.device("cpu")
+    sys.modules.setdefault("allrank.data.dataset_loading", loading)
+    sys.modules.setdefault("allrank.models.model_utils", utils)
+    try:
+        import allrank.models.losses as losses
+    except ImportError:
+        return None
+    return losses
+
+
+def _inputs(queries: int, size: int, device: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(queries, size, generator=generator)
+    labels = torch.randint(0, 5, (queries, size), generator=generator)
+    lengths = torch.randint((3 * size) // 4, size + 1, (queries, 1), generator=generator).clamp(min=2)
+    mask = torch.arange(size) < lengths
+    return scores.to(device), labels.to(device), mask.to(device)
+
+
+def _callable(implementation: str, name: str, labels: torch.Tensor, mask: torch.Tensor) -> Callable:
+    if implementation == "rerank":
+        loss = build(name)
+        return lambda scores: loss(scores, labels, mask)
+    function_name, kwargs = ALLRANK[name]
+    function = getattr(_allrank_losses(), function_name)
+    padded_labels = torch.where(mask, labels, PADDED).float()
+    return lambda scores: function(scores, padded_labels, **kwargs)
+
+
+def _rss_mib() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+def measure(implementation: str, name: str, queries: int, size: int, repeats: int, device: str) -> dict:
+    """Median forward+backward seconds and peak memory (MiB) of one loss on one input size."""
+    scores, labels, mask = _inputs(queries, size, device)
+    function = _callable(implementation, name, labels, mask)
+    baseline = _rss_mib()
+    if device == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        allocated = torch.cuda.memory_allocated()
+    times = []
+    for _ in range(repeats + 1):  # the first call warms up
+        leaf = scores.clone().requires_grad_()
+        start = time.perf_counter()
+        function(leaf).backward()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    if device == "cuda":
+        peak = (torch.cuda.max_memory_allocated() - allocated) / 2**20
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - baseline
+    return {"median_ms": 1000 * statistics.median(times[1:]), "peak_mib": max(peak, 0.0)}
+
+
+def _run_isolated(args: argparse.Namespace, implementation: str, name: str, size: int) -> dict:
+    command = [sys.executable, __file__, "--_one", implementation, name, str(size), "--queries", str(args.queries),
+               "--repeats", str(args.repeats), "--device", args.device]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--queries", type=int, default=32)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 100, 200, 1000])
+    parser.add_argument("--losses", nargs="+", default=sorted(LOSSES), choices=sorted(LOSSES))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per measurement")
+    parser.add_argument("--output", type=Path, help="write the results as JSON here")
+    parser.add_argument("--_one", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args._one:
+        implementation, name, size = args._one
+        print(json.dumps(measure(implementation, name, args.queries, int(size), args.repeats, args.device)))
+        return
+
+    implementations = ["rerank"] + (["allRank"] if _allrank_losses() is not None else [])
+    console = Console()
+    results = []
+    table = Table(title=f"Loss forward+backward, Q={args.queries}, {args.device} (median ms / peak MiB)")
+    table.add_column("loss")
+    table.add_column("impl")
+    for size in args.sizes:
+        table.add_column(f"N={size}", justify="right")
+    with console.status("measuring") as status:
+        for name in args.losses:
+            for implementation in implementations:
+                if implementation == "allRank" and name not in ALLRANK:
+                    continue
+                cells = []
+                for size in args.sizes:
+                    status.update(f"{implementation} {name} N={size}")
+                    result = {"loss": name, "implementation": implementation, "queries": args.queries,
+                              "size": size, "device": args.device,
+                              **_run_isolated(args, implementation, name, size)}
+                    results.append(result)
+                    cells.append(result.get("error") or f"{result['median_ms']:.2f} / {result['peak_mib']:.0f}")
+                table.add_row(name, implementation, *cells)
+    console.print(table)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(results, indent=1) + "\n")
+        console.print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
