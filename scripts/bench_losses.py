@@ -61,7 +61,7 @@ def _allrank_losses() -> types.ModuleType | None:
 def _inputs(queries: int, size: int, device: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(seed)
     scores = torch.randn(queries, size, generator=generator)
-    labels = torch.randint(0, 5, (queries, size), generator=generator)
+    labels = torch.randint(0, 5, (queries, size), generator=generator).float()
     lengths = torch.randint((3 * size) // 4, size + 1, (queries, 1), generator=generator).clamp(min=2)
     mask = torch.arange(size) < lengths
     return scores.to(device), labels.to(device), mask.to(device)
@@ -73,7 +73,7 @@ def _callable(implementation: str, name: str, labels: torch.Tensor, mask: torch.
         return lambda scores: loss(scores, labels, mask)
     function_name, kwargs = ALLRANK[name]
     function = getattr(_allrank_losses(), function_name)
-    padded_labels = torch.where(mask, labels, PADDED).float()
+    padded_labels = torch.where(mask, labels, PADDED)
     return lambda scores: function(scores, padded_labels, **kwargs)
 
 
@@ -82,8 +82,14 @@ def _rss_mib() -> float:
         return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def measure(implementation: str, name: str, queries: int, size: int, repeats: int, device: str) -> dict:
-    """Median forward+backward seconds and peak memory (MiB) of one loss on one input size."""
+def measure(
+    implementation: str, name: str, queries: int, size: int, repeats: int, device: str, min_seconds: float
+) -> dict:
+    """Median forward+backward milliseconds and peak memory (MiB) of one loss on one input size.
+
+    Runs at least ``repeats`` timed calls and keeps going until ``min_seconds`` have passed, so that
+    sub-millisecond losses are timed over hundreds of calls.
+    """
     scores, labels, mask = _inputs(queries, size, device)
     function = _callable(implementation, name, labels, mask)
     baseline = _rss_mib()
@@ -92,7 +98,8 @@ def measure(implementation: str, name: str, queries: int, size: int, repeats: in
         torch.cuda.reset_peak_memory_stats()
         allocated = torch.cuda.memory_allocated()
     times = []
-    for _ in range(repeats + 1):  # the first call warms up
+    started = time.perf_counter()
+    while len(times) <= repeats or time.perf_counter() - started < min_seconds:  # the first call warms up
         leaf = scores.clone().requires_grad_()
         start = time.perf_counter()
         function(leaf).backward()
@@ -103,12 +110,12 @@ def measure(implementation: str, name: str, queries: int, size: int, repeats: in
         peak = (torch.cuda.max_memory_allocated() - allocated) / 2**20
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - baseline
-    return {"median_ms": 1000 * statistics.median(times[1:]), "peak_mib": max(peak, 0.0)}
+    return {"median_ms": 1000 * statistics.median(times[1:]), "calls": len(times) - 1, "peak_mib": max(peak, 0.0)}
 
 
 def _run_isolated(args: argparse.Namespace, implementation: str, name: str, size: int) -> dict:
     command = [sys.executable, __file__, "--_one", implementation, name, str(size), "--queries", str(args.queries),
-               "--repeats", str(args.repeats), "--device", args.device]
+               "--repeats", str(args.repeats), "--min-seconds", str(args.min_seconds), "--device", args.device]
     done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
@@ -120,7 +127,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=32)
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 50, 100, 200, 1000])
     parser.add_argument("--losses", nargs="+", default=sorted(LOSSES), choices=sorted(LOSSES))
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="at least this many timed calls")
+    parser.add_argument("--min-seconds", type=float, default=2.0, help="and keep timing for this long")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per measurement")
     parser.add_argument("--output", type=Path, help="write the results as JSON here")
@@ -128,7 +136,8 @@ def main() -> None:
     args = parser.parse_args()
     if args._one:
         implementation, name, size = args._one
-        print(json.dumps(measure(implementation, name, args.queries, int(size), args.repeats, args.device)))
+        result = measure(implementation, name, args.queries, int(size), args.repeats, args.device, args.min_seconds)
+        print(json.dumps(result))
         return
 
     implementations = ["rerank"] + (["allRank"] if _allrank_losses() is not None else [])

@@ -17,8 +17,12 @@ Rules every subclass inherits (after TF-Ranking's ``losses_impl``):
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
+
+from .functional import float_mask
 
 
 class RankingLoss(nn.Module):
@@ -51,7 +55,12 @@ class RankingLoss(nn.Module):
 
 def _prepare(scores: Tensor, labels: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Checked float scores and labels (zero at padded slots), the bool mask, and ``[Q]`` bool: the query
-    contributes (two real candidates with different labels)."""
+    contributes (two real candidates with different labels).
+
+    Padded slots may hold any score, including inf or NaN, and any finite label (e.g. allRank's -1). They are
+    zeroed by a product with the mask, whose backward is a product too; scores go through ``torch.where``
+    instead when their sum is not finite. (Bool selects cost several times more than products on CPU.)
+    """
     if scores.dim() != 2:
         raise ValueError(f"scores must be [queries, candidates], got shape {tuple(scores.shape)}")
     if labels.shape != scores.shape:
@@ -62,13 +71,17 @@ def _prepare(scores: Tensor, labels: Tensor, mask: Tensor | None) -> tuple[Tenso
     scores, labels = scores.to(dtype), labels.to(dtype)
     if mask is None:
         mask = torch.ones_like(scores, dtype=torch.bool)
-        lowest = labels.amin(dim=-1)
+        keep = None
     elif mask.shape != scores.shape:
         raise ValueError(f"mask shape {tuple(mask.shape)} differs from scores shape {tuple(scores.shape)}")
     else:
         mask = mask.bool()
-        lowest = torch.where(mask, labels, torch.inf).amin(dim=-1)
-        scores, labels = torch.where(mask, scores, 0.0), torch.where(mask, labels, 0.0)
-    if bool(lowest.min() < 0):
+        keep = float_mask(mask, dtype)
+        labels = labels * keep
+        finite = math.isfinite(float(scores.detach().sum()))
+        scores = scores * keep if finite else torch.where(mask, scores, 0.0)
+    if bool(labels.min() < 0):
         raise ValueError("labels must be >= 0 (graded relevance); map negative judgments before training")
-    return scores, labels, mask, labels.amax(dim=-1) > lowest
+    highest = labels.amax(dim=-1, keepdim=True)
+    below_highest = highest - labels if keep is None else highest * keep - labels
+    return scores, labels, mask, below_highest.sum(dim=-1) > 0

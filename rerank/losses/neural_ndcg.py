@@ -55,24 +55,31 @@ def _cells(mask: Tensor) -> Tensor:
     return rows.unsqueeze(-1) & mask.unsqueeze(-2)
 
 
-def sinkhorn_scalings(matrix: Tensor, max_iter: int) -> tuple[Tensor, Tensor]:
-    """Row and column scalings ``u, v`` that make ``diag(u) @ matrix @ diag(v)`` doubly stochastic.
+def sinkhorn_scalings(matrix: Tensor, max_iter: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Row and column scalings ``u, v`` that make ``diag(u) @ matrix @ diag(v)`` doubly stochastic, and the
+    transposed matrix (contiguous) used to compute them.
 
     Sinkhorn and Knopp (1967): alternately normalise columns then rows, as allRank does, but through the
-    scaling vectors, so each round is two batched matrix-vector products and the backward pass stores vectors,
+    scaling vectors, so each round is two batched vector-matrix products and the backward pass stores vectors,
     not matrices. Stops after ``max_iter`` rounds or when every column sums to 1 within 1e-6 (rows sum to 1
     after each round). Empty rows and columns (padding) get a zero scaling.
     """
+    transposed = matrix.mT.contiguous()  # row-vector products are the fast batched-matmul path
     rows = torch.ones(matrix.shape[:-1], dtype=matrix.dtype, device=matrix.device)
-    columns = _reciprocal(torch.einsum("qrn,qr->qn", matrix, rows))
+    columns = _reciprocal(vector_times(rows, matrix))
     for _ in range(max_iter):
-        rows = _reciprocal(torch.einsum("qrn,qn->qr", matrix, columns))
-        column_sums = torch.einsum("qrn,qr->qn", matrix, rows)
+        rows = _reciprocal(vector_times(columns, transposed))
+        column_sums = vector_times(rows, matrix)
         converged = float(torch.where(columns > 0, column_sums.detach() * columns.detach() - 1.0, 0.0).abs().max())
         if converged < SINKHORN_TOLERANCE:
             break
         columns = _reciprocal(column_sums)
-    return rows, columns
+    return rows, columns, transposed
+
+
+def vector_times(vectors: Tensor, matrices: Tensor) -> Tensor:
+    """``[Q, N] x [Q, N, M] -> [Q, M]``, each row vector times its matrix."""
+    return torch.bmm(vectors.unsqueeze(1), matrices).squeeze(1)
 
 
 def _reciprocal(sums: Tensor) -> Tensor:
@@ -95,8 +102,8 @@ class NeuralNDCG(RankingLoss):
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         relaxed = neural_sort(scores, mask, self.temperature)
-        rows, columns = sinkhorn_scalings(relaxed, self.max_iter)
+        rows, columns, transposed = sinkhorn_scalings(relaxed, self.max_iter)
         item_gains = gains(labels, mask)
-        gain_at_rank = rows * torch.einsum("qrn,qn->qr", relaxed, columns * item_gains)
+        gain_at_rank = rows * vector_times(columns * item_gains, transposed)
         dcg = (gain_at_rank * rank_discounts(scores.shape[-1], None, scores)).sum(dim=-1)
         return 1.0 - safe_divide(dcg, ideal_dcg(item_gains, None))

