@@ -21,8 +21,10 @@ import csv
 import hashlib
 import json
 import logging
+import shutil
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -171,26 +173,21 @@ class _IrDatasetsSource(_Source):
                 "(see https://ir-datasets.com for the catalogue)"
             ) from None
 
-    def _provide(self, what: str, action):  # noqa: ANN001, ANN202
-        """Run ``action``; turn ir_datasets' missing-file and download errors into one clear message."""
-        try:
-            return action()
-        except (FileNotFoundError, RuntimeError, OSError) as error:
-            raise MissingDataError(self.config.ir_datasets, what, error) from error
-
     def documents(self) -> Documents:
         dataset = self.dataset
         if not dataset.has_docs():
             raise ValueError(f"ir_datasets {self.config.ir_datasets!r} has no documents")
-        return _IrDatasetsDocuments(self.config.ir_datasets, dataset, self._provide)
+        return _IrDatasetsDocuments(self.config.ir_datasets, dataset)
 
     def queries(self) -> dict[str, str]:
         where = f"ir_datasets {self.config.ir_datasets!r}"
-        records = self._provide("queries", lambda: list(self.dataset.queries_iter()))
+        with missing_data(self.config.ir_datasets, "queries"):
+            records = list(self.dataset.queries_iter())
         return {q.query_id: self.query_text(q._asdict(), where) for q in records}
 
     def qrels(self) -> Qrels:
-        records = self._provide("qrels", lambda: list(self.dataset.qrels_iter()))
+        with missing_data(self.config.ir_datasets, "qrels"):
+            records = list(self.dataset.qrels_iter())
         qrels: Qrels = {}
         for qrel in records:
             label = map_label(qrel.relevance, self.config.label_map, self.config.binarize_at)
@@ -224,30 +221,42 @@ _MISSING_HINTS = {
 }
 
 
+@contextmanager
+def missing_data(dataset_id: str, what: str) -> Iterator[None]:
+    """Turn ir_datasets' missing-file and failed-download errors into one :class:`MissingDataError`."""
+    try:
+        yield
+    except (FileNotFoundError, RuntimeError, OSError) as error:
+        raise MissingDataError(dataset_id, what, error) from error
+
+
 class _IrDatasetsDocuments(Documents):
-    def __init__(self, dataset_id: str, dataset, provide) -> None:  # noqa: ANN001
-        self.dataset_id, self.dataset, self._provide = dataset_id, dataset, provide
+    def __init__(self, dataset_id: str, dataset) -> None:  # noqa: ANN001
+        self.dataset_id, self.dataset = dataset_id, dataset
 
     @cached_property
     def _store(self):  # noqa: ANN202
-        return self._provide("documents", self.dataset.docs_store)
+        with missing_data(self.dataset_id, "documents"):
+            return self.dataset.docs_store()
 
     def __len__(self) -> int:
-        return self._provide("documents", self.dataset.docs_count)
+        return self.dataset.docs_count()
 
     def __contains__(self, doc_id: str) -> bool:
         try:
-            self._store.get(doc_id)
+            self.text(doc_id)
         except KeyError:
             return False
         return True
 
     def text(self, doc_id: str) -> str:
-        return _document_text(self._store.get(doc_id))
+        with missing_data(self.dataset_id, "documents"):
+            return _document_text(self._store.get(doc_id))
 
     def iter_texts(self) -> Iterator[tuple[str, str]]:
-        for doc in self._provide("documents", self.dataset.docs_iter):
-            yield doc.doc_id, _document_text(doc)
+        with missing_data(self.dataset_id, "documents"):
+            for doc in self.dataset.docs_iter():
+                yield doc.doc_id, _document_text(doc)
 
     def fingerprint(self) -> str:
         return hashlib.sha1(f"ir_datasets:{self.dataset_id}:{len(self)}".encode()).hexdigest()[:12]
@@ -321,11 +330,22 @@ class _ArrowDocuments(Documents):
 
         datasets.disable_progress_bars()
         cache = self.cache_dir / f"{self.path.stem}-{self.fingerprint()}"
-        if cache.exists():
-            return datasets.load_from_disk(str(cache))
-        table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},
-                                                cache_dir=str(self.cache_dir / "build"))
-        table.save_to_disk(str(cache))
+        if not cache.exists():
+            for stale in self.cache_dir.glob(f"{self.path.stem}-*"):
+                shutil.rmtree(stale, ignore_errors=True)
+            build = self.cache_dir / f".build-{self.fingerprint()}"
+            partial = cache.with_name(cache.name + ".partial")
+            try:
+                table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},
+                                                        cache_dir=str(build))
+                table.save_to_disk(str(partial))
+            except datasets.exceptions.DatasetGenerationError as error:
+                if isinstance(error.__cause__, ValueError):  # our own message, with file and line
+                    raise error.__cause__ from None
+                raise
+            finally:
+                shutil.rmtree(build, ignore_errors=True)
+            partial.rename(cache)
         return datasets.load_from_disk(str(cache))
 
     @cached_property

@@ -1,0 +1,107 @@
+"""First-stage retrieval: pyserini (Lucene) and bm25s BM25, run files, the rerank.bm25 command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+from rerank import bm25
+from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.trec import TrecFormatError, read_run, write_run
+from rerank.evaluation import evaluate
+from rerank.retrieval import FirstStageConfig, retrieve
+
+CRANFIELD = SHARED / "data" / "cranfield"
+CRANFIELD_MAP = {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(tmp_path_factory.mktemp("indexes"))
+
+
+def _ndcg10(collection: Collection, config: FirstStageConfig) -> float:
+    return evaluate(retrieve(collection, config), collection.qrels, ["nDCG@10"]).mean["nDCG@10"]
+
+
+def test_scifact_bm25_matches_anserini_and_bm25s_is_close(index_dir: str) -> None:
+    scifact = Collection(CollectionConfig(ir_datasets="beir/scifact/test"))
+    lucene = _ndcg10(scifact, FirstStageConfig(backend="pyserini", index_dir=index_dir))
+    assert lucene == pytest.approx(0.679, abs=0.005)  # Anserini's BEIR (flat) figure: 0.6789
+    embedded = _ndcg10(scifact, FirstStageConfig(backend="bm25s", index_dir=index_dir))
+    assert abs(embedded - lucene) <= 0.02
+
+
+@pytest.mark.parametrize("backend", ["pyserini", "bm25s"])
+def test_cranfield_ir_datasets_and_local_files_give_the_same_bm25(backend: str, index_dir: str, tmp_path: Path) -> None:
+    remote = Collection(CollectionConfig(ir_datasets="cranfield", label_map=CRANFIELD_MAP))
+    local = Collection(CollectionConfig(docs=str(CRANFIELD / "docs.jsonl"), queries=str(CRANFIELD / "queries.tsv"),
+                                        qrels=str(CRANFIELD / "qrels.txt"), cache_dir=str(tmp_path)))
+    config = FirstStageConfig(backend=backend, index_dir=index_dir, depth=100)
+    measures = ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100"]
+    remote_run, local_run = retrieve(remote, config), retrieve(local, config)
+    assert evaluate(remote_run, remote.qrels, measures).mean == evaluate(local_run, local.qrels, measures).mean
+    assert all(len(ranked) == 100 for ranked in remote_run.values())
+
+
+def test_index_is_reused_and_rebuilt_when_documents_change(tmp_path: Path) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"doc_id": "a", "title": "", "text": "wind tunnel"}\n{"doc_id": "b", "text": "heat flux"}\n')
+    (tmp_path / "queries.tsv").write_text("1\twind\n")
+    config = FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes"))
+
+    def collection() -> Collection:
+        return Collection(CollectionConfig(docs=str(docs), queries=str(tmp_path / "queries.tsv"), cache_dir=str(tmp_path)))
+
+    assert retrieve(collection(), config)["1"].keys() == {"a"}
+    built = sorted((tmp_path / "indexes").iterdir())
+    assert retrieve(collection(), config)["1"].keys() == {"a"} and sorted((tmp_path / "indexes").iterdir()) == built
+    docs.write_text('{"doc_id": "a", "text": "heat flux"}\n{"doc_id": "c", "text": "wind wind tunnel"}\n')
+    assert retrieve(collection(), config)["1"].keys() == {"c"}
+    assert len(list((tmp_path / "indexes").iterdir())) == 1  # the stale index is gone
+
+
+def test_ties_are_broken_by_doc_id(tmp_path: Path) -> None:
+    (tmp_path / "docs.jsonl").write_text("".join(f'{{"doc_id": "d{i}", "text": "same words"}}\n' for i in (3, 1, 2)))
+    (tmp_path / "queries.tsv").write_text("1\tsame words\n")
+    collection = Collection(CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                                             cache_dir=str(tmp_path)))
+    for backend in ("pyserini", "bm25s"):
+        run = retrieve(collection, FirstStageConfig(backend=backend, index_dir=str(tmp_path / "idx")))
+        write_run(run, tmp_path / f"{backend}.trec")
+        assert [line.split()[2] for line in (tmp_path / f"{backend}.trec").read_text().splitlines()] == ["d1", "d2", "d3"]
+
+
+def test_run_files_and_queries_without_candidates(tmp_path: Path) -> None:
+    (tmp_path / "docs.jsonl").write_text('{"doc_id": "a", "text": "wind tunnel"}\n')
+    (tmp_path / "queries.tsv").write_text("1\twind\n2\tthe of and\n")
+    collection = Collection(CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                                             cache_dir=str(tmp_path)))
+    with pytest.raises(ValueError, match=r"1 queries have no first-stage candidates \(2\)"):
+        retrieve(collection, FirstStageConfig(backend="bm25s", index_dir=str(tmp_path / "idx")))
+    (tmp_path / "given.run").write_text("1 Q0 a 1 2.0 x\n2 Q0 a 1 1.0 x\n")
+    run = retrieve(collection, FirstStageConfig(backend="run", run=str(tmp_path / "given.run")))
+    assert run == {"1": {"a": 2.0}, "2": {"a": 1.0}}
+    (tmp_path / "stray.run").write_text("1 Q0 a 1 2.0 x\n9 Q0 a 1 1.0 x\n")
+    with pytest.raises(TrecFormatError, match=r"stray.run:2: unknown query id '9'"):
+        retrieve(collection, FirstStageConfig(backend="run", run=str(tmp_path / "stray.run")))
+
+
+def test_bm25_command_writes_run_and_metrics(tmp_path: Path, index_dir: str) -> None:
+    metrics = bm25.main(["--config", "cranfield.yaml", "--output_dir", str(tmp_path),
+                         f"data.first_stage.index_dir={index_dir}", "data.first_stage.backend=bm25s"])
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written == metrics and list(written) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
+    qrels = Collection(CollectionConfig(ir_datasets="cranfield", label_map=CRANFIELD_MAP)).qrels
+    assert evaluate(read_run(tmp_path / "run.trec"), qrels, list(written)).mean == pytest.approx(written, abs=1e-6)
+    assert 0.3 < written["nDCG@10"] < 0.4
+
+
+def test_bm25_command_rejects_unknown_options(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"data.first_stage: unknown option\(s\) depht"):
+        bm25.main(["--config", "cranfield", "--output_dir", str(tmp_path), "data.first_stage.depht=10"])
+    with pytest.raises(FileNotFoundError, match="config 'nope.yaml' not found"):
+        bm25.main(["--config", "nope.yaml", "--output_dir", str(tmp_path)])

@@ -1,0 +1,96 @@
+"""Collections from ir_datasets and from local files, configured the same way."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+
+from rerank.data.collection import Collection, CollectionConfig, MissingDataError
+from rerank.data.trec import read_qrels
+
+CRANFIELD = SHARED / "data" / "cranfield"
+ROBUST = SHARED / "data" / "robust04-topics"
+CRANFIELD_MAP = {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}
+
+
+def local_cranfield(tmp_path: Path) -> Collection:
+    return Collection(CollectionConfig(docs=str(CRANFIELD / "docs.jsonl"), queries=str(CRANFIELD / "queries.tsv"),
+                                       qrels=str(CRANFIELD / "qrels.txt"), cache_dir=str(tmp_path / "arrow")))
+
+
+def test_cranfield_from_ir_datasets_with_label_map_equals_local_files(tmp_path: Path) -> None:
+    remote = Collection(CollectionConfig(ir_datasets="cranfield", label_map=CRANFIELD_MAP))
+    local = local_cranfield(tmp_path)
+    assert remote.qrels == local.qrels
+    assert remote.qrels == read_qrels(CRANFIELD / "qrels.raw.txt", CRANFIELD_MAP)
+    assert remote.queries == local.queries and len(remote.queries) == 225
+    assert len(remote.documents) == len(local.documents) == 1400
+    assert remote.documents.text("486").split() == local.documents.text("486").split()
+    assert "486" in local.documents and "nope" not in local.documents
+
+
+def test_raw_cranfield_codes_rank_the_most_relevant_lowest() -> None:
+    raw = Collection(CollectionConfig(ir_datasets="cranfield")).qrels
+    assert {label for judged in raw.values() for label in judged.values()} == {-1, 1, 2, 3, 4}
+
+
+def test_local_documents_stream_and_are_cached_on_disk(tmp_path: Path) -> None:
+    documents = local_cranfield(tmp_path).documents
+    ids = [doc_id for doc_id, _ in documents.iter_texts()]
+    assert len(ids) == 1400 and ids[0] == "1"
+    assert any((tmp_path / "arrow").iterdir())
+    again = local_cranfield(tmp_path).documents
+    assert again.text("1") == documents.text("1") and again.fingerprint() == documents.fingerprint()
+
+
+def test_tsv_documents_and_trec_topics_with_fields_and_template(tmp_path: Path) -> None:
+    (tmp_path / "docs.tsv").write_text("a\tTitle A\tbody a\nb\tbody b\n")
+    topics = str(ROBUST / "topics.robust04.301-450.601-700.txt")
+    titles = Collection(CollectionConfig(docs=str(tmp_path / "docs.tsv"), queries=topics, cache_dir=str(tmp_path)))
+    assert titles.documents.text("a") == "Title A body a" and titles.documents.text("b") == "body b"
+    assert titles.queries["301"] == "International Organized Crime" and len(titles.queries) == 250
+    described = Collection(CollectionConfig(queries=topics, query_field="description"))
+    assert described.queries["302"] == "Is the disease of Poliomyelitis (polio) under control in the world?"
+    both = Collection(CollectionConfig(queries=topics, query_template="{title}. {description}"))
+    assert both.queries["302"].startswith("Poliomyelitis and Post-Polio. Is the disease")
+    with pytest.raises(ValueError, match="names field 'summary'"):
+        _ = Collection(CollectionConfig(queries=topics, query_template="{summary}")).queries
+
+
+def test_robust04_queries_and_folds_load_offline() -> None:
+    fold1 = Collection(CollectionConfig(ir_datasets="disks45/nocr/trec-robust-2004/fold1"))
+    assert len(fold1.queries) == 50 and fold1.queries["302"] == "Poliomyelitis and Post-Polio"
+    described = Collection(CollectionConfig(ir_datasets="disks45/nocr/trec-robust-2004/fold1", query_field="description"))
+    assert described.queries["302"].startswith("Is the disease of Poliomyelitis")
+    reference = json.loads((ROBUST / "folds.huston_croft_2014.json").read_text())
+    for k in range(1, 6):
+        fold = Collection(CollectionConfig(ir_datasets=f"disks45/nocr/trec-robust-2004/fold{k}"))
+        assert set(fold.queries) == set(reference[f"fold{k}"])
+
+
+def test_robust04_documents_and_qrels_absent_say_where_to_put_them() -> None:
+    robust = Collection(CollectionConfig(ir_datasets="disks45/nocr/trec-robust-2004"))
+    with pytest.raises(MissingDataError, match=r"TREC Disks 4&5.*disks45/corpus"):
+        list(robust.documents.iter_texts())
+    with pytest.raises(MissingDataError, match=r"qrels.robust2004.txt.*downloads/123c2a0ba2ec31178cb1050995dcfdfa"):
+        _ = robust.qrels
+
+
+def test_bad_collection_configs_fail_clearly(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown ir_datasets id 'no/such/dataset'"):
+        _ = Collection(CollectionConfig(ir_datasets="no/such/dataset")).queries
+    with pytest.raises(ValueError, match="either ir_datasets or local files"):
+        CollectionConfig(ir_datasets="cranfield", docs="x.jsonl")
+    with pytest.raises(ValueError, match="query_field must be one of"):
+        CollectionConfig(ir_datasets="cranfield", query_field="abstract")
+    with pytest.raises(FileNotFoundError, match="collection.queries: .*missing.tsv does not exist"):
+        _ = Collection(CollectionConfig(queries=str(tmp_path / "missing.tsv"))).queries
+    (tmp_path / "bad.jsonl").write_text('{"doc_id": "1", "text": "ok"}\n{"text": "no id"}\n')
+    with pytest.raises(ValueError, match=r"bad.jsonl:2: expected a JSON object with doc_id"):
+        len(Collection(CollectionConfig(docs=str(tmp_path / "bad.jsonl"), cache_dir=str(tmp_path))).documents)
+    (tmp_path / "queries.tsv").write_text("1\tfine\n2\n")
+    with pytest.raises(ValueError, match=r"queries.tsv:2: expected query_id<TAB>text"):
+        _ = Collection(CollectionConfig(queries=str(tmp_path / "queries.tsv"))).queries
