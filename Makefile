@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	$(BIN)/python -m pip install --quiet -e ".[all]"
 	# allRank is only a benchmark reference; it pins torch<=1.8, so it comes without its dependencies
 	$(BIN)/python -m pip install --quiet --no-deps "allRank==1.4.3"
 	touch $(STAMP)

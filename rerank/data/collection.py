@@ -358,7 +358,7 @@ class _ArrowDocuments(Documents):
         return rows
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return self._table.num_rows
 
     def __contains__(self, doc_id: str) -> bool:
         return doc_id in self._rows

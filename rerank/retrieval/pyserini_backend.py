@@ -27,6 +27,7 @@ from . import FirstStageConfig, _top
 logger = logging.getLogger(__name__)
 
 MIN_JAVA = 21
+DEFAULT_JAVA_OPTIONS = "-Xms256m -Xmx1g"  # override with RERANK_JAVA_OPTIONS; the heap lives in this process
 BATCH = 2048
 
 
@@ -84,7 +85,7 @@ def start_jvm() -> None:
         return
     os.environ["JAVA_HOME"] = find_java_home()
     jnius_config.set_classpath(_anserini_jar())
-    jnius_config.add_options("-Xms256m", "-Xmx2g")
+    jnius_config.add_options(*os.environ.get("RERANK_JAVA_OPTIONS", DEFAULT_JAVA_OPTIONS).split())
     import jnius  # noqa: F401 - importing starts the JVM
 
 
