@@ -21,13 +21,12 @@ import torch
 from torch import Tensor
 
 from .base import RankingLoss
-from .functional import float_mask
 
 
 class ListNet(RankingLoss):
     """Top-one cross-entropy ``-sum_j softmax(y)_j log softmax(s)_j``."""
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-        excluded = (float_mask(mask, scores.dtype) - 1.0) * torch.finfo(scores.dtype).max  # padded: probability 0
+        excluded = torch.where(mask, scores.new_zeros(()), torch.finfo(scores.dtype).min)  # padded: probability 0
         target = torch.softmax(labels + excluded, dim=-1)
         return -(target * torch.log_softmax(scores + excluded, dim=-1)).sum(dim=-1)
