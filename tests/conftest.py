@@ -1,7 +1,9 @@
-"""Test session set-up: an offline ir_datasets cache seeded from ../shared/irds_home.
+"""Test session set-up, offline: an ir_datasets cache seeded from ../shared/irds_home, and the Hugging Face
+cache in ../shared/hf_home.
 
 ir_datasets reads IR_DATASETS_HOME when its dataset modules are imported and writes doc stores into it, so a
-writable copy of the read-only seed is made once per session, before any test imports ir_datasets.
+writable copy of the read-only seed is made once per session, before any test imports ir_datasets. The Hugging
+Face cache is only read (HF_HUB_OFFLINE=1), and must be set before transformers is imported.
 """
 
 from __future__ import annotations
@@ -20,3 +22,7 @@ if "IR_DATASETS_HOME" not in os.environ and (SHARED / "irds_home").is_dir():
     _home = Path(_root) / "irds_home"
     shutil.copytree(SHARED / "irds_home", _home)
     os.environ["IR_DATASETS_HOME"] = str(_home)
+
+if "HF_HOME" not in os.environ and (SHARED / "hf_home").is_dir():
+    os.environ["HF_HOME"] = str(SHARED / "hf_home")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -1,0 +1,103 @@
+"""The cross-encoder: ``[CLS] query [SEP] document [SEP]`` -> encoder -> [CLS] head -> one relevance score.
+
+The model is a Hugging Face sequence-classification model with one label
+(``AutoModelForSequenceClassification(num_labels=1)``): for BERT-style encoders its head is the [CLS] vector
+through BERT's pooler, dropout and a linear layer; other architectures bring their own [CLS] head (ELECTRA's
+dense-GELU-linear, for instance). Keeping the library's own classes means that:
+
+- any encoder loads by hub id or local path (``bert-base-uncased``, ``google/electra-base-discriminator``,
+  ``sentence-transformers/all-MiniLM-L6-v2``), with a freshly initialised head;
+- an existing sequence-classification cross-encoder (``cross-encoder/ms-marco-MiniLM-L-6-v2``) keeps its
+  trained head;
+- a trained model saves to a folder that ``transformers`` and ``sentence_transformers.CrossEncoder`` load as is.
+
+Example::
+
+    >>> model = CrossEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
+    >>> scores = model(**model.tokenizer(["a query"], ["a document"], return_tensors="pt"))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import Tensor, nn
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
+
+logger = logging.getLogger(__name__)
+
+
+class CrossEncoder(nn.Module):
+    """A sequence-classification model with one output, scoring (query, document) pairs."""
+
+    def __init__(self, model: PreTrainedModel, tokenizer=None) -> None:  # noqa: ANN001 - any HF tokenizer
+        super().__init__()
+        if model.config.num_labels != 1:
+            raise ValueError(f"a cross-encoder has one output; this model has num_labels={model.config.num_labels}")
+        self.model = model
+        self.tokenizer = tokenizer
+
+    @classmethod
+    def from_pretrained(
+        cls, name_or_path: str, dropout: float | None = None, gradient_checkpointing: bool = False
+    ) -> CrossEncoder:
+        """Load an encoder (new head) or a one-label sequence-classification model (its trained head kept).
+
+        Args:
+            name_or_path: a Hugging Face hub id (from the local cache when offline) or a local folder.
+            dropout: the classifier dropout (default: the model config's).
+            gradient_checkpointing: trade compute for memory in the encoder's backward pass.
+
+        Raises:
+            OSError: the model is neither a local folder nor in the Hugging Face cache (offline), with the id.
+        """
+        try:
+            config = AutoConfig.from_pretrained(name_or_path)
+        except OSError as error:
+            raise OSError(
+                f"model {name_or_path!r} not found: give a local folder, or a hub id present in the Hugging Face "
+                f"cache (HF_HOME; set HF_HUB_OFFLINE=1 when offline). Cause: {error}"
+            ) from None
+        trained_head = bool(config.architectures) and any(
+            name.endswith("ForSequenceClassification") for name in config.architectures
+        ) and config.num_labels == 1
+        config.num_labels = 1
+        if dropout is not None:
+            config.classifier_dropout = dropout
+        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config)
+        if not trained_head:
+            logger.info("%s: a new one-output head on the [CLS] vector", name_or_path)
+        if gradient_checkpointing:  # renamed activation_checkpointing_enable in recent transformers
+            getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
+        return cls(model, AutoTokenizer.from_pretrained(name_or_path))
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        """``[B]`` scores of B tokenized pairs."""
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            inputs["token_type_ids"] = token_type_ids
+        return self.model(**inputs).logits.squeeze(-1)
+
+    def head_parameters(self) -> list[nn.Parameter]:
+        """The parameters of the classification head (everything outside the base encoder)."""
+        encoder = {id(p) for p in self.model.base_model.parameters()}
+        return [p for p in self.model.parameters() if id(p) not in encoder]
+
+    def encoder_parameters(self) -> list[nn.Parameter]:
+        """The parameters of the base encoder."""
+        return list(self.model.base_model.parameters())
+
+    def save_pretrained(self, folder: str) -> None:
+        """Save model and tokenizer in the Hugging Face layout (``model.safetensors``, config, tokenizer)."""
+        self.model.save_pretrained(folder, safe_serialization=True)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(folder)
+
+
+@torch.no_grad()
+def score_pairs(model: CrossEncoder, queries: list[str], documents: list[str], max_length: int = 512) -> Tensor:
+    """Scores of (query, document) pairs in one batch (for small checks; training batches come from the data module)."""
+    encoded = model.tokenizer(queries, documents, truncation="only_second", max_length=max_length, padding=True,
+                              return_tensors="pt")
+    return model(**encoded)

@@ -1,0 +1,80 @@
+"""The cross-encoder model: loading encoders and trained cross-encoders, the head, saving."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import SHARED
+from transformers import AutoModel, AutoModelForSequenceClassification, BertConfig, BertModel, BertTokenizerFast
+
+from rerank.model import CrossEncoder, score_pairs
+
+WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
+
+
+def tiny_bert(folder: Path, with_head: bool = False) -> Path:
+    """A 2-layer random BERT with a 15-word WordPiece vocabulary, saved as a Hugging Face folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    config = BertConfig(vocab_size=15, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=64)
+    torch.manual_seed(0)
+    if with_head:
+        AutoModelForSequenceClassification.from_config(BertConfig(**config.to_dict(), num_labels=1)).save_pretrained(folder)
+    else:
+        BertModel(config).save_pretrained(folder)
+    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
+    return folder
+
+
+def test_encoder_gets_a_one_output_head_and_scores_pairs(tmp_path: Path) -> None:
+    model = CrossEncoder.from_pretrained(str(tiny_bert(tmp_path / "bert")))
+    scores = score_pairs(model, ["wind tunnel", "heat"], ["similarity laws model", "heat flux"])
+    assert scores.shape == (2,) and torch.isfinite(scores).all()
+    head, encoder = model.head_parameters(), model.encoder_parameters()
+    assert {id(p) for p in head}.isdisjoint(id(p) for p in encoder)
+    assert len(head) + len(encoder) == len(list(model.parameters()))
+    assert sum(p.numel() for p in head) == 32 + 1  # the linear layer on the [CLS] vector
+
+
+def test_trained_cross_encoder_keeps_its_head_and_saved_folders_load_with_transformers(tmp_path: Path) -> None:
+    folder = tiny_bert(tmp_path / "trained", with_head=True)
+    reference = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    model = CrossEncoder.from_pretrained(str(folder)).eval()
+    encoded = model.tokenizer(["wind"], ["wind tunnel"], return_tensors="pt")
+    torch.testing.assert_close(model(**encoded), reference(**encoded).logits.squeeze(-1))
+    model.save_pretrained(str(tmp_path / "saved"))
+    assert (tmp_path / "saved" / "model.safetensors").exists()
+    reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "saved").eval()
+    torch.testing.assert_close(model(**encoded), reloaded(**encoded).logits.squeeze(-1))
+
+
+def test_gradient_checkpointing_gives_the_same_gradients(tmp_path: Path) -> None:
+    folder = tiny_bert(tmp_path / "bert", with_head=True)
+    grads = []
+    for checkpointing in (False, True):
+        model = CrossEncoder.from_pretrained(str(folder), dropout=0.0, gradient_checkpointing=checkpointing)
+        model.train()
+        for module in model.modules():  # no dropout anywhere: the two runs must match exactly
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        encoded = model.tokenizer(["wind", "heat"], ["wind tunnel", "flux"], return_tensors="pt", padding=True)
+        model(**encoded).sum().backward()
+        grads.append(model.model.base_model.embeddings.word_embeddings.weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1])
+
+
+def test_missing_model_is_named(tmp_path: Path) -> None:
+    with pytest.raises(OSError, match=r"model '.*no-such-model' not found"):
+        CrossEncoder.from_pretrained(str(tmp_path / "no-such-model"))
+
+
+@pytest.mark.skipif(not (SHARED / "hf_home").is_dir(), reason="needs ../shared/hf_home")
+def test_minilm_loads_offline_from_the_hugging_face_cache() -> None:
+    model = CrossEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    assert model.model.config.num_hidden_layers == 6 and model.model.config.hidden_size == 384
+    encoder = AutoModel.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    torch.testing.assert_close(model.model.base_model.embeddings.word_embeddings.weight,
+                               encoder.embeddings.word_embeddings.weight)
