@@ -18,6 +18,7 @@ Example::
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from .base import RankingLoss
@@ -29,4 +30,4 @@ class ListNet(RankingLoss):
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         excluded = torch.where(mask, scores.new_zeros(()), torch.finfo(scores.dtype).min)  # padded: probability 0
         target = torch.softmax(labels + excluded, dim=-1)
-        return -(target * torch.log_softmax(scores + excluded, dim=-1)).sum(dim=-1)
+        return F.cross_entropy(scores + excluded, target, reduction="none")  # one fused -sum(t * log_softmax(s))
