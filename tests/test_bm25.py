@@ -105,3 +105,16 @@ def test_bm25_command_rejects_unknown_options(tmp_path: Path) -> None:
         bm25.main(["--config", "cranfield", "--output_dir", str(tmp_path), "data.first_stage.depht=10"])
     with pytest.raises(FileNotFoundError, match="config 'nope.yaml' not found"):
         bm25.main(["--config", "nope.yaml", "--output_dir", str(tmp_path)])
+
+
+def test_collections_with_the_same_file_names_keep_their_own_indexes(tmp_path: Path) -> None:
+    config = FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes"))
+    runs = []
+    for name, text in (("one", "wind tunnel"), ("two", "heat flux")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "docs.jsonl").write_text(f'{{"doc_id": "{name}", "text": "{text}"}}\n')
+        (tmp_path / name / "queries.tsv").write_text("1\twind heat\n")
+        runs.append(Collection(CollectionConfig(docs=str(tmp_path / name / "docs.jsonl"),
+                                                queries=str(tmp_path / name / "queries.tsv"))))
+    assert [set(retrieve(c, config)["1"]) for c in runs] == [{"one"}, {"two"}]
+    assert len(list((tmp_path / "indexes").iterdir())) == 2

@@ -91,6 +91,10 @@ class Documents:
         """``(doc_id, text)`` for every document, streamed."""
         raise NotImplementedError
 
+    def source(self) -> str:
+        """A file-name-safe name of where the documents come from, the same while the source is the same."""
+        raise NotImplementedError
+
     def fingerprint(self) -> str:
         """A short hash that changes when the documents change (used to key caches such as BM25 indexes)."""
         raise NotImplementedError
@@ -258,6 +262,9 @@ class _IrDatasetsDocuments(Documents):
             for doc in self.dataset.docs_iter():
                 yield doc.doc_id, _document_text(doc)
 
+    def source(self) -> str:
+        return "irds-" + self.dataset_id.replace("/", "_")
+
     def fingerprint(self) -> str:
         return hashlib.sha1(f"ir_datasets:{self.dataset_id}:{len(self)}".encode()).hexdigest()[:12]
 
@@ -320,6 +327,9 @@ class _ArrowDocuments(Documents):
         self.path = path
         self.cache_dir = Path(cache_dir) if cache_dir else path.parent / ".rerank_cache"
 
+    def source(self) -> str:
+        return f"{self.path.stem}-{hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:8]}"
+
     def fingerprint(self) -> str:
         stat = self.path.stat()
         return hashlib.sha1(f"{self.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
@@ -329,9 +339,9 @@ class _ArrowDocuments(Documents):
         import datasets
 
         datasets.disable_progress_bars()
-        cache = self.cache_dir / f"{self.path.stem}-{self.fingerprint()}"
+        cache = self.cache_dir / f"{self.source()}-{self.fingerprint()}"
         if not cache.exists():
-            for stale in self.cache_dir.glob(f"{self.path.stem}-*"):
+            for stale in self.cache_dir.glob(f"{self.source()}-" + "?" * len(self.fingerprint())):
                 shutil.rmtree(stale, ignore_errors=True)
             build = self.cache_dir / f".build-{self.fingerprint()}"
             partial = cache.with_name(cache.name + ".partial")

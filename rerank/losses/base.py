@@ -50,7 +50,9 @@ class RankingLoss(nn.Module):
         raise NotImplementedError
 
     def extra_repr(self) -> str:
-        return ", ".join(f"{name}={value!r}" for name, value in vars(self).items() if not name.startswith("_"))
+        """The loss's parameters, e.g. ``SmoothINDCG(alpha=1.0, delta=0.1, ...)``."""
+        parameters = (name for name in vars(self) if not name.startswith("_") and name != "training")
+        return ", ".join(f"{name}={getattr(self, name)!r}" for name in parameters)
 
 
 def _prepare(scores: Tensor, labels: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -23,7 +23,7 @@ def search(collection: Collection, queries: dict[str, str], config: FirstStageCo
     """Top ``depth`` documents per query by bm25s; the index is cached beside pyserini's."""
     stemmer = Stemmer.Stemmer("english")
     documents = collection.documents
-    cache = config.cache_root / f"bm25s-{collection.name.replace('/', '_')}-{documents.fingerprint()}-{config.k1}-{config.b}"
+    cache = config.cache_root / f"bm25s-{documents.source()}-{documents.fingerprint()}-{config.k1}-{config.b}"
     if (cache / "doc_ids.pkl").exists():
         retriever = bm25s.BM25.load(str(cache))
         doc_ids = pickle.loads((cache / "doc_ids.pkl").read_bytes())

@@ -92,14 +92,13 @@ def start_jvm() -> None:
 def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     """The cached Lucene index of ``collection``, built if missing or stale (its fingerprint changed)."""
     documents = collection.documents
-    name = collection.name.replace("/", "_")
-    folder = config.cache_root / f"lucene-{name}-{documents.fingerprint()}"
+    folder = config.cache_root / f"lucene-{documents.source()}-{documents.fingerprint()}"
     if (folder / "rerank.json").exists():
         return folder
     start_jvm()
     from pyserini.index.lucene import LuceneIndexer
 
-    for stale in config.cache_root.glob(f"lucene-{name}-*"):
+    for stale in config.cache_root.glob(f"lucene-{documents.source()}-" + "?" * len(documents.fingerprint())):
         logger.info("removing stale index %s", stale)
         shutil.rmtree(stale, ignore_errors=True)
     building = folder.with_name(folder.name + ".building")
