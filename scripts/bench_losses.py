@@ -141,7 +141,7 @@ def main() -> None:
         return
 
     implementations = ["rerank"] + (["allRank"] if _allrank_losses() is not None else [])
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=200)  # keep table rows on one line in logs
     results = []
     table = Table(title=f"Loss forward+backward, Q={args.queries}, {args.device} (median ms / peak MiB)")
     table.add_column("loss")
