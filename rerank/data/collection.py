@@ -339,11 +339,12 @@ class _ArrowDocuments(Documents):
         import datasets
 
         datasets.disable_progress_bars()
-        cache = self.cache_dir / f"{self.source()}-{self.fingerprint()}"
+        source, fingerprint = self.source(), self.fingerprint()
+        cache = self.cache_dir / f"{source}-{fingerprint}"
         if not cache.exists():
-            for stale in self.cache_dir.glob(f"{self.source()}-" + "?" * len(self.fingerprint())):
+            for stale in self.cache_dir.glob(f"{source}-" + "?" * len(fingerprint)):
                 shutil.rmtree(stale, ignore_errors=True)
-            build = self.cache_dir / f".build-{self.fingerprint()}"
+            build = self.cache_dir / f".build-{fingerprint}"
             partial = cache.with_name(cache.name + ".partial")
             try:
                 table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},

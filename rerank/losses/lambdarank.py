@@ -28,8 +28,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .base import RankingLoss
-from .functional import check_k, gains, ideal_dcg, ordered_pairs, score_differences, score_ranks, sum_over_pairs
-from .functional import rank_discounts, safe_divide
+from .functional import (
+    check_k,
+    gains,
+    ideal_dcg,
+    ordered_pairs,
+    rank_discounts,
+    safe_divide,
+    score_differences,
+    score_ranks,
+    sum_over_pairs,
+)
 
 
 def swap_ndcg_deltas(scores: Tensor, item_gains: Tensor, mask: Tensor, k: int | None) -> Tensor:
