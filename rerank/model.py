@@ -20,6 +20,8 @@ Example::
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
@@ -52,13 +54,8 @@ class CrossEncoder(nn.Module):
         Raises:
             OSError: the model is neither a local folder nor in the Hugging Face cache (offline), with the id.
         """
-        try:
+        with _explained(name_or_path):
             config = AutoConfig.from_pretrained(name_or_path)
-        except OSError as error:
-            raise OSError(
-                f"model {name_or_path!r} not found: give a local folder, or a hub id present in the Hugging Face "
-                f"cache (HF_HOME; set HF_HUB_OFFLINE=1 when offline). Cause: {error}"
-            ) from None
         trained_head = bool(config.architectures) and any(
             name.endswith("ForSequenceClassification") for name in config.architectures
         ) and config.num_labels == 1
@@ -68,9 +65,10 @@ class CrossEncoder(nn.Module):
         model = AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config)
         if not trained_head:
             logger.info("%s: a new one-output head on the [CLS] vector", name_or_path)
+            _identity_pooler(model)
         if gradient_checkpointing:  # renamed activation_checkpointing_enable in recent transformers
             getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
-        return cls(model, AutoTokenizer.from_pretrained(name_or_path))
+        return cls(model, load_tokenizer(name_or_path))
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
         """``[B]`` scores of B tokenized pairs."""
@@ -93,6 +91,35 @@ class CrossEncoder(nn.Module):
         self.model.save_pretrained(folder, safe_serialization=True)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder)
+
+
+def _identity_pooler(model: PreTrainedModel) -> None:
+    """Make a BERT-style pooler (``tanh(W h_CLS + b)``) start as ``tanh(h_CLS)``, so that a new head reads the
+    [CLS] vector itself (as CEDR's and SmoothI's heads do) rather than a projection that the encoder's
+    pre-training left untrained (MiniLM's shrinks the differences between documents five-fold)."""
+    dense = getattr(getattr(model.base_model, "pooler", None), "dense", None)
+    if isinstance(dense, nn.Linear) and dense.in_features == dense.out_features:
+        with torch.no_grad():
+            dense.weight.copy_(torch.eye(dense.in_features))
+            dense.bias.zero_()
+
+
+@contextmanager
+def _explained(name_or_path: str) -> Iterator[None]:
+    """Re-raise a loading failure as an OSError that says where models are looked up."""
+    try:
+        yield
+    except OSError as error:
+        raise OSError(
+            f"model {name_or_path!r} not found: give a local folder, or a hub id present in the Hugging Face "
+            f"cache (HF_HOME; set HF_HUB_OFFLINE=1 when offline). Cause: {error}"
+        ) from None
+
+
+def load_tokenizer(name_or_path: str):  # noqa: ANN201 - any Hugging Face tokenizer
+    """The model's tokenizer, with the same error as the model when it cannot be found."""
+    with _explained(name_or_path):
+        return AutoTokenizer.from_pretrained(name_or_path)
 
 
 @torch.no_grad()

@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
+
 import torch
+from lightning.pytorch import Callback
+from transformers import AutoModelForSequenceClassification, BertConfig, BertModel, BertTokenizerFast
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+MINILM_VOCAB = next((SHARED / "hf_home").glob("hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/*/vocab.txt"),
+                    None)
+WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
 
 
 def random_lists(
@@ -14,3 +25,38 @@ def random_lists(
     labels = torch.randint(0, grades, (queries, length), generator=generator)
     labels[:, 0], labels[:, 1] = grades - 1, 0
     return scores, labels
+
+
+def tiny_bert(folder: Path, with_head: bool = False, real_vocabulary: bool = False, dropout: float = 0.1) -> Path:
+    """A 2-layer random BERT (hidden size 32) saved as a Hugging Face folder.
+
+    Its WordPiece vocabulary has 15 words, or MiniLM's 30,522 (``real_vocabulary``: for training on real text).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    vocabulary = folder / "vocab.txt"
+    if real_vocabulary:
+        vocabulary.write_bytes(MINILM_VOCAB.read_bytes())
+    else:
+        vocabulary.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    size = sum(1 for _ in vocabulary.open(encoding="utf-8"))
+    config = BertConfig(vocab_size=size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=512, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout, initializer_range=0.2)
+    torch.manual_seed(0)
+    if with_head:
+        AutoModelForSequenceClassification.from_config(BertConfig(**config.to_dict(), num_labels=1)).save_pretrained(folder)
+    else:
+        BertModel(config).save_pretrained(folder)
+    BertTokenizerFast(vocab=str(vocabulary)).save_pretrained(folder)
+    return folder
+
+
+class KillAtStep(Callback):
+    """Kills the process (SIGKILL, no clean-up) when training reaches optimizer step ``step``."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+        if trainer.global_step >= self.step:
+            os.kill(os.getpid(), signal.SIGKILL)

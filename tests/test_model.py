@@ -7,27 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 from conftest import SHARED
-from transformers import AutoModel, AutoModelForSequenceClassification, BertConfig, BertModel, BertTokenizerFast
+from helpers import tiny_bert
+from transformers import AutoModel, AutoModelForSequenceClassification
 
 from rerank.model import CrossEncoder, score_pairs
-
-WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
-
-
-def tiny_bert(folder: Path, with_head: bool = False) -> Path:
-    """A 2-layer random BERT with a 15-word WordPiece vocabulary, saved as a Hugging Face folder."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
-    config = BertConfig(vocab_size=15, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=37, max_position_embeddings=64)
-    torch.manual_seed(0)
-    if with_head:
-        AutoModelForSequenceClassification.from_config(BertConfig(**config.to_dict(), num_labels=1)).save_pretrained(folder)
-    else:
-        BertModel(config).save_pretrained(folder)
-    BertTokenizerFast(vocab_file=str(folder / "vocab.txt")).save_pretrained(folder)
-    return folder
-
 
 def test_encoder_gets_a_one_output_head_and_scores_pairs(tmp_path: Path) -> None:
     model = CrossEncoder.from_pretrained(str(tiny_bert(tmp_path / "bert")))

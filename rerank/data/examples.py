@@ -1,0 +1,198 @@
+"""Training lists and evaluation pairs drawn from a first-stage run, and the samplers that share them out.
+
+Training: one example per query and visit, a list of ``list_size`` candidates from the query's top-k with
+their labels (unjudged = 0). Strategies:
+
+- ``top``: the first ``list_size`` candidates;
+- ``random``: one relevant candidate and ``list_size - 1`` others drawn at random from the top-k;
+- ``pairs``: ``list_size / 2`` (relevant, non-relevant) pairs (the CEDR / SmoothI protocol with
+  ``list_size: 4``: two pairs from one query per example).
+
+The draw for visit ``index`` in epoch ``epoch`` depends only on ``(seed, epoch, index)``, so a resumed run sees
+the same lists. Shorter lists are padded; ``mask`` marks the real candidates.
+
+Evaluation: every (query, candidate) pair of the split once, in batches of similar document length; the
+batches are dealt to the processes without padding, so each pair is scored by exactly one process.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset, DistributedSampler
+
+from .collection import Documents
+from .tokenization import PairTokenizer
+from .trec import Qrels, Run
+
+STRATEGIES = ("top", "random", "pairs")
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """A query and its first-stage candidates, best first, with labels and first-stage scores."""
+
+    query_id: str
+    query: str
+    doc_ids: list[str]
+    labels: list[int]
+    scores: list[float]
+
+
+def candidate_lists(run: Run, queries: Mapping[str, str], qrels: Qrels, query_ids: Sequence[str],
+                    depth: int) -> list[Candidates]:
+    """The top ``depth`` candidates of each query in ``query_ids`` that the run has, ranked by score then doc id."""
+    lists = []
+    for qid in query_ids:
+        if not run.get(qid):
+            continue
+        ranked = sorted(run[qid].items(), key=lambda item: (-item[1], item[0]))[:depth]
+        judged = qrels.get(qid, {})
+        lists.append(Candidates(qid, queries[qid], [doc for doc, _ in ranked],
+                                [max(judged.get(doc, 0), 0) for doc, _ in ranked], [score for _, score in ranked]))
+    return lists
+
+
+def select(candidates: Candidates, list_size: int, strategy: str, rng: random.Random) -> list[int]:
+    """Positions (into ``candidates``) of one training list."""
+    positions = range(len(candidates.doc_ids))
+    if strategy == "top" or len(positions) <= list_size and strategy == "random":
+        return list(positions[:list_size])
+    relevant = [p for p in positions if candidates.labels[p] > 0]
+    if strategy == "random":
+        first = rng.choice(relevant)
+        return sorted([first, *rng.sample([p for p in positions if p != first], list_size - 1)])
+    others = [p for p in positions if candidates.labels[p] == 0]
+    pairs = list_size // 2
+    return [p for pair in zip(_draw(relevant, pairs, rng), _draw(others, pairs, rng)) for p in pair]
+
+
+def _draw(population: list[int], count: int, rng: random.Random) -> list[int]:
+    """``count`` items, without replacement when there are enough."""
+    return rng.sample(population, count) if len(population) >= count else rng.choices(population, k=count)
+
+
+def trainable(candidates: Candidates, strategy: str) -> bool:
+    """Whether a list can be drawn: a relevant candidate (and, for ``pairs``, a non-relevant one)."""
+    relevant = sum(label > 0 for label in candidates.labels)
+    return relevant > 0 and (strategy != "pairs" or relevant < len(candidates.labels))
+
+
+class TrainingLists(Dataset):
+    """Item ``(epoch, index)``: a training list for query ``index % len(queries)``."""
+
+    def __init__(self, lists: list[Candidates], documents: Documents, list_size: int, strategy: str,
+                 seed: int) -> None:
+        if strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
+        if strategy == "pairs" and list_size % 2:
+            raise ValueError(f"the pairs strategy needs an even list_size; got {list_size}")
+        self.lists, self.documents = lists, documents
+        self.list_size, self.strategy, self.seed = list_size, strategy, seed
+
+    def __len__(self) -> int:
+        return len(self.lists)
+
+    def __getitem__(self, key: tuple[int, int]) -> dict:
+        epoch, index = key
+        candidates = self.lists[index]
+        positions = select(candidates, self.list_size, self.strategy, random.Random(f"{self.seed}/{epoch}/{index}"))
+        doc_ids = [candidates.doc_ids[p] for p in positions]
+        return {"query": candidates.query, "doc_ids": doc_ids,
+                "documents": [self.documents.text(doc) for doc in doc_ids],
+                "labels": [candidates.labels[p] for p in positions]}
+
+
+@dataclass
+class ListCollator:
+    """Tokenizes a batch of training lists; ``labels``/``mask`` are ``[Q, list_size]`` and ``slots`` says where
+    each scored pair goes in the flattened ``[Q * list_size]`` list."""
+
+    tokenize: PairTokenizer
+    list_size: int
+
+    def __call__(self, items: list[dict]) -> dict[str, Tensor]:
+        labels = torch.zeros(len(items), self.list_size, dtype=torch.long)
+        mask = torch.zeros(len(items), self.list_size, dtype=torch.bool)
+        for row, item in enumerate(items):
+            labels[row, : len(item["labels"])] = torch.tensor(item["labels"])
+            mask[row, : len(item["labels"])] = True
+        batch = self.tokenize([item["query"] for item in items for _ in item["documents"]],
+                              [document for item in items for document in item["documents"]])
+        return {**batch, "labels": labels, "mask": mask, "slots": mask.flatten().nonzero().squeeze(1)}
+
+
+class EvaluationBatches(Dataset):
+    """Item ``b``: the b-th batch of (query, candidate) pairs; pairs sorted by document length, then cut."""
+
+    def __init__(self, lists: list[Candidates], documents: Documents, batch_size: int,
+                 length: Callable[[str], int] | None = None) -> None:
+        self.documents = documents
+        pairs = [(c.query_id, c.query, doc, score) for c in lists for doc, score in zip(c.doc_ids, c.scores)]
+        if length is not None:
+            pairs.sort(key=lambda pair: length(pair[2]))
+        self.batches = [pairs[start: start + batch_size] for start in range(0, len(pairs), batch_size)]
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> list[tuple[str, str, str, float, str]]:
+        return [(qid, query, doc, score, self.documents.text(doc)) for qid, query, doc, score in self.batches[index]]
+
+
+@dataclass
+class PairCollator:
+    """Tokenizes one evaluation batch; query ids, doc ids and first-stage scores ride along."""
+
+    tokenize: PairTokenizer
+
+    def __call__(self, pairs: list[tuple[str, str, str, float, str]]) -> dict:
+        qids, queries, doc_ids, scores, texts = map(list, zip(*pairs))
+        return {**self.tokenize(queries, texts), "query_ids": qids, "doc_ids": doc_ids,
+                "first_stage_scores": torch.tensor(scores, dtype=torch.float64)}
+
+
+class TrainingSampler(DistributedSampler):
+    """This process's share of the shuffled queries of each epoch, as ``(epoch, index)`` keys.
+
+    ``resume(epoch, batches)`` makes the next pass over ``epoch`` skip the batches a checkpoint had consumed.
+    """
+
+    def __init__(self, dataset: TrainingLists, repeats: int, batch_size: int, num_replicas: int, rank: int,
+                 seed: int) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
+        self.repeats, self.batch_size = repeats, batch_size
+        self.num_samples = math.ceil(len(dataset) * repeats / num_replicas)
+        self.total_size = self.num_samples * num_replicas
+        self._skip: tuple[int, int] | None = None
+
+    def resume(self, epoch: int, batches: int) -> None:
+        self._skip = (epoch, batches)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        skip = 0
+        if self._skip is not None:  # Lightning may create a resumed run's iterator before it calls set_epoch
+            self.epoch, skip = self._skip[0], self._skip[1] * self.batch_size
+            self._skip = None
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        order = torch.cat([torch.randperm(len(self.dataset), generator=generator) for _ in range(self.repeats)])
+        order = order.tolist()
+        order += order[: self.total_size - len(order)]  # pad so that every process takes as many steps
+        mine = order[self.rank: self.total_size: self.num_replicas][skip:]
+        return iter([(self.epoch, index) for index in mine])
+
+
+class ShardSampler(DistributedSampler):
+    """Evaluation batches ``rank, rank + world, ...``: no padding, so nothing is scored twice."""
+
+    def __init__(self, dataset: EvaluationBatches, num_replicas: int, rank: int) -> None:
+        super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=False)
+        self.num_samples = len(range(rank, len(dataset), num_replicas))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, len(self.dataset), self.num_replicas))

@@ -1,0 +1,251 @@
+"""Training: the loss falls, gradient accumulation, mixed precision, DDP evaluation, resume, and early errors.
+
+A 2-layer random BERT with MiniLM's vocabulary stands in for the encoder; Cranfield comes from the seeded
+ir_datasets cache with a bm25s first stage written once per module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from itertools import islice
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+import yaml
+from helpers import MINILM_VOCAB, tiny_bert
+
+from rerank import fit
+from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.datamodule import RerankDataModule
+from rerank.data.folds import FoldsConfig, kfold
+from rerank.data.trec import read_run, write_run
+from rerank.evaluation import evaluate
+from rerank.module import RerankModule
+from rerank.retrieval import FirstStageConfig, retrieve
+
+pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
+CRANFIELD = {"ir_datasets": "cranfield", "label_map": {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}}
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny BERT without dropout and a Cranfield bm25s run (depth 20)."""
+    folder = tmp_path_factory.mktemp("training")
+    tiny_bert(folder / "bert", real_vocabulary=True, dropout=0.0)
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    write_run(retrieve(collection, FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx"))),
+              folder / "bm25.run")
+    return folder
+
+
+def data_module(workdir: Path, output: Path, **options) -> RerankDataModule:
+    settings = {"collection": CollectionConfig(**CRANFIELD),
+                "first_stage": FirstStageConfig(backend="run", run=str(workdir / "bm25.run")),
+                "folds": FoldsConfig(scheme="kfold", count=5, seed=42, test=1),
+                "model_name": str(workdir / "bert"), "output_dir": str(output), "depth": 20, "list_size": 8,
+                "strategy": "random", "batch_size": 4, "eval_batch_size": 32, "max_length": 64,
+                "max_query_length": 16}
+    return RerankDataModule(**{**settings, **options})
+
+
+def trainer(output: Path, **options) -> pl.Trainer:
+    settings = {"accelerator": "cpu", "devices": 1, "logger": False, "enable_checkpointing": False,
+                "enable_progress_bar": False, "enable_model_summary": False, "default_root_dir": str(output),
+                "num_sanity_val_steps": 0, "limit_val_batches": 0}
+    return pl.Trainer(**{**settings, **options})
+
+
+@pytest.mark.parametrize("loss", ["smoothi_ndcg", "hinge", "softndcg", "lambdarank"])
+def test_training_loss_falls(workdir: Path, tmp_path: Path, loss: str) -> None:
+    judged = sorted(Collection(CollectionConfig(**CRANFIELD)).qrels)
+    folds = kfold(judged, 5, 42)
+    # train on 16 queries only, so that a few steps make a visible difference on them
+    split = FoldsConfig(scheme="explicit", lists=[folds[0][:16], folds[1], folds[2]], test=3)
+    data = data_module(workdir, tmp_path, folds=split, strategy="top")
+    data.prepare_data()
+    data.setup("fit")
+    batches = list(data.train_dataloader())
+    assert len(batches) == 4 and all(batch["labels"].shape == (4, 8) for batch in batches)
+    pl.seed_everything(0)
+    module = RerankModule(model_name=str(workdir / "bert"), loss=loss, encoder_lr=1e-3, head_lr=1e-2, warmup=0)
+
+    def mean_loss() -> float:
+        module.eval()
+        with torch.no_grad():
+            return sum(module.list_loss(batch).item() for batch in batches) / len(batches)
+
+    before = mean_loss()
+    trainer(tmp_path, max_steps=24).fit(module, datamodule=data)
+    after = mean_loss()
+    assert after < 0.9 * before, (before, after)
+
+
+def capture_first_update(workdir: Path, output: Path, batch_size: int, accumulate: int) -> tuple[list, list]:
+    """Gradients at the first optimizer step and parameters after it."""
+    grads: list[torch.Tensor] = []
+
+    class Capture(pl.Callback):
+        def on_before_optimizer_step(self, trainer, module, optimizer) -> None:  # noqa: ANN001
+            grads.extend(p.grad.detach().clone() for p in module.model.parameters())
+
+    pl.seed_everything(0)
+    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet", warmup=0)
+    data = data_module(workdir, output, batch_size=batch_size)
+    trainer(output, max_steps=1, accumulate_grad_batches=accumulate, callbacks=[Capture()]).fit(module, datamodule=data)
+    return grads, [p.detach().clone() for p in module.model.parameters()]
+
+
+def test_gradient_accumulation_equals_a_larger_batch(workdir: Path, tmp_path: Path) -> None:
+    grads_big, params_big = capture_first_update(workdir, tmp_path / "a", batch_size=4, accumulate=1)
+    grads_acc, params_acc = capture_first_update(workdir, tmp_path / "b", batch_size=1, accumulate=4)
+    assert len(grads_big) == len(grads_acc) > 0
+    assert max((a - b).abs().max().item() for a, b in zip(grads_big, grads_acc)) < 1e-5
+    # Adam's first step is lr * g / (|g| + eps): where |g| is near eps it magnifies rounding noise, so the
+    # updates are compared where the gradient is clearly above it
+    for grad, a, b in zip(grads_big, params_big, params_acc):
+        well_conditioned = grad.abs() > 1e-6
+        assert torch.allclose(a[well_conditioned], b[well_conditioned], rtol=0, atol=1e-5)
+    assert any(g.abs().max() > 1e-3 for g in grads_big)  # a real update, not zeros on both sides
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
+def test_mixed_precision_on_cpu_keeps_the_loss_finite(workdir: Path, tmp_path: Path, precision: str) -> None:
+    losses: list[float] = []
+
+    class Record(pl.Callback):
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+            losses.append(outputs["loss"].item())
+
+    module = RerankModule(model_name=str(workdir / "bert"), loss="smoothi_ndcg")
+    run = trainer(tmp_path, max_steps=4, precision=precision, callbacks=[Record()])
+    # Lightning has no float16 autocast on CPU and runs 16-mixed as bf16-mixed (with a warning)
+    assert run.precision == "bf16-mixed"
+    run.fit(module, datamodule=data_module(workdir, tmp_path))
+    assert len(losses) == 4 and all(torch.isfinite(torch.tensor(losses)))
+
+
+def test_evaluation_covers_each_query_once_and_matches_trec_eval(workdir: Path, tmp_path: Path) -> None:
+    data = data_module(workdir, tmp_path, eval_batch_size=7)
+    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet", interpolate=True)
+    (metrics,) = trainer(tmp_path, limit_val_batches=1.0).validate(module, datamodule=data)
+    run = read_run(tmp_path / "runs" / "validation.run")
+    assert sorted(run) == sorted(c.query_id for c in data.lists["validation"])
+    assert all(len(run[c.query_id]) == len(c.doc_ids) for c in data.lists["validation"])
+    expected = evaluate(run, data.judgments("validation"), ["nDCG@10", "nDCG@20", "MAP"]).mean
+    for name, value in expected.items():
+        assert metrics[f"val/{name}"] == pytest.approx(value, abs=1e-6)
+    assert 0.0 <= metrics["val/interpolation_weight"] <= 1.0
+
+
+def test_two_processes_give_the_same_validation_metrics_as_one(workdir: Path, tmp_path: Path) -> None:
+    results = {}
+    for devices in (1, 2):
+        output = tmp_path / f"devices{devices}"
+        subprocess.run([sys.executable, str(REPO / "tests" / "ddp_validate.py"), str(workdir), str(output),
+                        str(devices)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                       capture_output=True, timeout=300)
+        results[devices] = json.loads((output / "validation.json").read_text())
+    assert results[2]["world_size"] == 2
+    assert results[2]["metrics"] == pytest.approx(results[1]["metrics"], abs=1e-6)
+    assert results[2]["pairs"] == results[1]["pairs"]  # every (query, candidate) pair scored exactly once
+
+
+def fit_config(workdir: Path, path: Path) -> Path:
+    """A small run of ``rerank.fit``: 2 epochs of 8 steps, validation after each, last.ckpt every 2 steps."""
+    config = {
+        "model": {"model_name": str(workdir / "bert"), "loss": "smoothi_ndcg", "dropout": 0.1},
+        "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
+                 "folds": {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}, "depth": 20, "list_size": 8,
+                 "batch_size": 4, "max_length": 64, "max_query_length": 16},
+        "trainer": {"max_epochs": 2, "limit_train_batches": 8, "enable_progress_bar": False,
+                    "num_sanity_val_steps": 0, "logger": False},
+        "last_checkpoint": {"every_n_train_steps": 2},
+    }
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, tmp_path: Path) -> None:
+    config = fit_config(workdir, tmp_path / "config.yaml")
+    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+
+    def run(output: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "rerank.fit", "--config", str(config), "--output_dir",
+                               str(tmp_path / output), *extra], cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=600)
+
+    straight = run("straight")
+    assert straight.returncode == 0, straight.stderr[-3000:]
+    killed = run("resumed", "--trainer.callbacks+=helpers.KillAtStep", "--trainer.callbacks.step=5")
+    assert killed.returncode == -9  # SIGKILL in the middle of epoch 0, after last.ckpt at step 4
+    assert not (tmp_path / "resumed" / "metrics.json").exists()
+    resumed = run("resumed", "--ckpt_path", "last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    expected = json.loads((tmp_path / "straight" / "metrics.json").read_text())
+    resumed_metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
+    assert set(expected) == set(resumed_metrics) == {"reranker", "bm25"}
+    for system, values in expected.items():
+        assert resumed_metrics[system] == pytest.approx(values, abs=1e-6)
+    assert list(expected["reranker"]) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
+    straight_state = torch.load(tmp_path / "straight" / "checkpoints" / "last.ckpt", weights_only=False)
+    resumed_state = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=False)
+    assert straight_state["global_step"] == resumed_state["global_step"] == 16
+    for name, tensor in straight_state["state_dict"].items():
+        torch.testing.assert_close(resumed_state["state_dict"][name], tensor, atol=1e-6, rtol=0)
+
+
+def fit_fails(workdir: Path, tmp_path: Path, *overrides: str) -> str:
+    """Run ``rerank.fit`` expecting a failure before training; the error message."""
+    config = fit_config(workdir, tmp_path / "config.yaml")
+    with pytest.raises((ValueError, OSError, SystemExit)) as error:
+        fit.main(["--config", str(config), "--output_dir", str(tmp_path / "out"), *overrides])
+    assert not (tmp_path / "out" / "checkpoints").exists()
+    return str(error.value)
+
+
+def test_unknown_loss_fails_before_training(workdir: Path, tmp_path: Path) -> None:
+    assert "unknown loss 'smoothi'" in fit_fails(workdir, tmp_path, "--model.loss", "smoothi")
+
+
+def test_missing_model_fails_before_training(workdir: Path, tmp_path: Path) -> None:
+    message = fit_fails(workdir, tmp_path, "--model.model_name", str(tmp_path / "no-such-model"))
+    assert "no-such-model" in message and "not found" in message
+
+
+def test_qrels_without_shared_queries_fail_before_training(workdir: Path, tmp_path: Path) -> None:
+    (tmp_path / "docs.jsonl").write_text('{"doc_id": "d1", "text": "wind tunnel"}\n{"doc_id": "d2", "text": "heat"}\n')
+    (tmp_path / "queries.tsv").write_text("1\twind\n2\theat\n3\ttunnel\n")
+    (tmp_path / "qrels.txt").write_text("901 0 d1 1\n902 0 d2 1\n")
+    files = {name: str(tmp_path / file) for name, file in
+             (("docs", "docs.jsonl"), ("queries", "queries.tsv"), ("qrels", "qrels.txt"))}
+    local = f"--data.collection={json.dumps({'ir_datasets': None, **files, 'cache_dir': str(tmp_path)})}"
+    message = fit_fails(workdir, tmp_path, local, "--data.first_stage.backend", "bm25s",
+                        f"--data.first_stage.index_dir={tmp_path / 'idx'}")
+    assert "share no query id" in message
+
+
+def test_collection_without_candidates_fails_before_training(workdir: Path, tmp_path: Path) -> None:
+    (tmp_path / "empty.run").write_text("")
+    message = fit_fails(workdir, tmp_path, f"--data.first_stage.run={tmp_path / 'empty.run'}")
+    assert "225 queries have no first-stage candidates" in message
+
+
+def test_training_lists_follow_the_strategy(workdir: Path, tmp_path: Path) -> None:
+    data = data_module(workdir, tmp_path, strategy="pairs", list_size=4, batch_size=1)
+    data.prepare_data()
+    data.setup("fit")
+    for batch in islice(data.train_dataloader(), 20):
+        assert batch["labels"].shape == (1, 4) and batch["mask"].all()
+        assert (batch["labels"][0, ::2] > 0).all() and (batch["labels"][0, 1::2] == 0).all()
+    top = data_module(workdir, tmp_path, strategy="top", list_size=30, batch_size=2)
+    top.prepare_data()
+    top.setup("fit")
+    batch = next(iter(top.train_dataloader()))
+    assert batch["labels"].shape == (2, 30) and batch["mask"].sum(1).tolist() == [20, 20]  # padded past depth 20
+    assert batch["slots"].tolist() == [*range(20), *range(30, 50)]
