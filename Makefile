@@ -4,13 +4,20 @@
 #   TORCH_SPEC   the PyTorch requirement (default: the CPU build this project is developed on)
 #   TORCH_INDEX  a package index for it, e.g. https://download.pytorch.org/whl/cu124 for a CUDA build
 #   PYTHON       the interpreter that creates the environment
+#   SHARED       read-only caches seeded for offline use: hf_home (MiniLM) and irds_home (ir_datasets)
+#   OUTPUT       the run directory of `make run`
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
+SHARED ?= ../shared
+OUTPUT ?= runs/cranfield
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# ir_datasets writes into its home, so the read-only seed is copied once to a writable place
+IRDS_HOME := $(HOME)/.cache/rerank/irds_home
+OFFLINE := HF_HOME=$${HF_HOME:-$(abspath $(SHARED))/hf_home} HF_HUB_OFFLINE=1 IR_DATASETS_HOME=$${IR_DATASETS_HOME:-$(IRDS_HOME)}
 
 .PHONY: setup run test bench-losses
 
@@ -25,8 +32,10 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
-# The main job. Until training lands, it is the loss benchmark (scripts/bench_losses.py).
-run: bench-losses
+# The main job: train MiniLM on Cranfield (configs/cranfield.yaml), test it, export it to $(OUTPUT)/model.
+run: setup
+	test -d $(IRDS_HOME) || ! test -d $(SHARED)/irds_home || (mkdir -p $(dir $(IRDS_HOME)) && cp -r $(SHARED)/irds_home $(IRDS_HOME))
+	$(OFFLINE) $(BIN)/python -m rerank.fit --config cranfield.yaml --output_dir $(OUTPUT)
 
 bench-losses: setup
 	$(BIN)/python scripts/bench_losses.py --output outputs/bench_losses.json

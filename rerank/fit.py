@@ -8,13 +8,15 @@ config. ``--config`` takes a path or a bare name from ``configs/``, and may be r
 
 ``DIR`` receives ``config.yaml``, ``first_stage.trec``, ``checkpoints/`` (``best.ckpt`` on
 ``model.selection_metric``, ``last.ckpt`` every ``last_checkpoint.every_n_train_steps`` steps), ``runs/`` and
-``metrics.json`` (the test metrics of the re-ranker and of the first-stage run it re-ranked). After a crash,
+``metrics.json`` (the test metrics of the re-ranker and of the first-stage run it re-ranked), and ``model/``, the
+best checkpoint exported for ``transformers`` and ``sentence-transformers`` (:mod:`rerank.export`). After a crash,
 the same command with ``--ckpt_path last`` resumes where ``last.ckpt`` left off.
 """
 
 from __future__ import annotations
 
 import logging
+import shlex
 import sys
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from .config import resolve_config_path
 from .data.datamodule import RerankDataModule
+from .export import export
 from .module import RerankModule, write_metrics
 
 
@@ -64,7 +67,8 @@ def resolve_configs(argv: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> dict:
     """Train, test the best checkpoint, write ``metrics.json``; returns the test report."""
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    cli = RerankCLI(RerankModule, RerankDataModule, args=resolve_configs(sys.argv[1:] if argv is None else argv),
+    arguments = sys.argv[1:] if argv is None else argv
+    cli = RerankCLI(RerankModule, RerankDataModule, args=resolve_configs(arguments),
                     run=False, save_config_callback=None, seed_everything_default=42,
                     parser_kwargs={"prog": "python -m rerank.fit", "description": __doc__.splitlines()[0]})
     output_dir = Path(cli.config.output_dir)
@@ -77,6 +81,11 @@ def main(argv: list[str] | None = None) -> dict:
     trainer.test(model, datamodule=data, ckpt_path=best or None)
     if trainer.is_global_zero:
         write_metrics(model.test_report, output_dir / "metrics.json")
+        card = {"model": dict(model.hparams), "data": cli.config.as_dict().get("data", {}),
+                "metrics": {system: {k: v for k, v in values.items() if k != "w"}
+                            for system, values in model.test_report.items()},
+                "command": shlex.join(["python", "-m", "rerank.fit", *arguments])}
+        export(model.model, output_dir / "model", card)
     return model.test_report
 
 

@@ -193,6 +193,8 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     for system, values in expected.items():
         assert resumed_metrics[system] == pytest.approx(values, abs=1e-6)
     assert list(expected["reranker"]) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
+    card = (tmp_path / "straight" / "model" / "README.md").read_text()  # the best checkpoint, exported
+    assert "smoothi_ndcg" in card and f"{expected['reranker']['nDCG@10']:.4f}" in card
     straight_state = torch.load(tmp_path / "straight" / "checkpoints" / "last.ckpt", weights_only=False)
     resumed_state = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=False)
     assert straight_state["global_step"] == resumed_state["global_step"] == 16

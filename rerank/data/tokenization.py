@@ -53,19 +53,28 @@ class PairTokenizer:
         return [query[: offsets[-1][1]] if offsets else query
                 for query, offsets in zip(queries, encoded["offset_mapping"])]
 
-    def __call__(self, queries: list[str], documents: list[str]) -> dict[str, Tensor]:
-        """Padded ``input_ids``, ``attention_mask`` (and ``token_type_ids``), plus ``passage_to_pair`` for MaxP."""
+    def encode(self, queries: list[str], documents: list[str]) -> tuple[dict[str, list], list[int]]:
+        """Unpadded rows (``input_ids``, ...) and, for each row, the index of its (query, document) pair."""
         maxp = self.passages == "maxp"
         encoded = self.tokenizer(self.truncate_queries(queries), documents, truncation="only_second",
                                  max_length=self.max_length, stride=self.stride if maxp else 0,
                                  return_overflowing_tokens=maxp)
         rows = {key: value for key, value in encoded.items() if key != "overflow_to_sample_mapping"}
-        if maxp:
-            pair_of_row = encoded["overflow_to_sample_mapping"]
-            keep = [row for row, pair in enumerate(pair_of_row)
-                    if row < self.max_passages or pair_of_row[row - self.max_passages] != pair]
-            rows = {key: [value[row] for row in keep] for key, value in rows.items()}
-        batch = dict(self.tokenizer.pad(rows, return_tensors="pt"))
-        if maxp:
-            batch["passage_to_pair"] = torch.tensor([pair_of_row[row] for row in keep])
+        if not maxp:
+            return rows, list(range(len(documents)))
+        pair_of_row = encoded["overflow_to_sample_mapping"]
+        keep = [row for row, pair in enumerate(pair_of_row)
+                if row < self.max_passages or pair_of_row[row - self.max_passages] != pair]
+        return {key: [value[row] for row in keep] for key, value in rows.items()}, [pair_of_row[row] for row in keep]
+
+    def pad(self, rows: dict[str, list]) -> dict[str, Tensor]:
+        """Rows padded to the longest one, as tensors."""
+        return dict(self.tokenizer.pad(rows, return_tensors="pt"))
+
+    def __call__(self, queries: list[str], documents: list[str]) -> dict[str, Tensor]:
+        """Padded ``input_ids``, ``attention_mask`` (and ``token_type_ids``), plus ``passage_to_pair`` for MaxP."""
+        rows, pair_of_row = self.encode(queries, documents)
+        batch = self.pad(rows)
+        if self.passages == "maxp":
+            batch["passage_to_pair"] = torch.tensor(pair_of_row)
         return batch

@@ -1,0 +1,161 @@
+"""Export and re-ranking: the exported folder through transformers, sentence-transformers and ONNX Runtime
+gives the Lightning model's scores; the rerank CLI and the Reranker API; errors on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightning.pytorch as pl
+import numpy as np
+import onnxruntime
+import pytest
+import torch
+from helpers import MINILM_VOCAB, tiny_bert
+from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
+from test_training import CRANFIELD, data_module, trainer
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from rerank import export as export_module
+from rerank import rerank
+from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.trec import read_run, write_run
+from rerank.evaluation import evaluate
+from rerank.export import export
+from rerank.module import RerankModule
+from rerank.reranker import Reranker
+from rerank.retrieval import FirstStageConfig, retrieve
+
+pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
+QUERIES = ["what similarity laws must be obeyed when constructing aeroelastic models",
+           "heat flux to a blunt body", "wind tunnel interference"]
+DOCUMENTS = ["experimental investigation of the aerodynamics of a wing in a slipstream . " * 5,
+             "the heat transfer to a blunt body in hypersonic flow", "boundary layer",
+             "wall interference in a two-dimensional wind tunnel with ventilated walls is studied"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[RerankModule, Path]:
+    """A tiny BERT trained for 3 steps, and the folder it was exported to (with ONNX)."""
+    folder = tmp_path_factory.mktemp("export")
+    tiny_bert(folder / "bert", real_vocabulary=True)
+    write_run(retrieve(Collection(CollectionConfig(**CRANFIELD)),
+                       FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx"))), folder / "bm25.run")
+    pl.seed_everything(0)
+    module = RerankModule(model_name=str(folder / "bert"), loss="smoothi_ndcg", head_lr=1e-2)
+    trainer(folder, max_steps=3).fit(module, datamodule=data_module(folder, folder / "fit"))
+    module.eval()
+    return module, export(module.model, folder / "model", {"model": dict(module.hparams)}, onnx=True)
+
+
+def pairs() -> tuple[list[str], list[str]]:
+    return [q for q in QUERIES for _ in DOCUMENTS], [d for _ in QUERIES for d in DOCUMENTS]
+
+
+def lightning_scores(module: RerankModule) -> np.ndarray:
+    queries, documents = pairs()
+    encoded = module.model.tokenizer(queries, documents, padding=True, truncation="only_second", max_length=128,
+                                     return_tensors="pt")
+    with torch.no_grad():
+        return module.model(**encoded).numpy()
+
+
+def test_exported_folder_gives_the_same_scores_everywhere(trained: tuple[RerankModule, Path]) -> None:
+    module, folder = trained
+    expected = lightning_scores(module)
+    assert expected.std() > 1e-3  # the scores differ between pairs, so rankings are a real check
+    queries, documents = pairs()
+    hf_model = AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    encoded = AutoTokenizer.from_pretrained(folder)(queries, documents, padding=True, truncation="only_second",
+                                                    max_length=128, return_tensors="pt")
+    with torch.no_grad():
+        through_transformers = hf_model(**encoded).logits.squeeze(-1).numpy()
+    through_st = SentenceTransformersCrossEncoder(str(folder), max_length=128).predict(list(zip(queries, documents)))
+    session = onnxruntime.InferenceSession(str(folder / "model.onnx"))
+    names = {i.name for i in session.get_inputs()}
+    (through_onnx,) = session.run(["scores"], {k: v.numpy() for k, v in encoded.items() if k in names})
+    through_reranker = np.array(Reranker.from_pretrained(str(folder), max_length=128).score_pairs(queries, documents))
+    for scores, tolerance in ((through_transformers, 1e-5), (through_st, 1e-5), (through_reranker, 1e-5),
+                              (through_onnx, 1e-4)):
+        np.testing.assert_allclose(scores, expected, atol=tolerance, rtol=0)
+        for query in range(len(QUERIES)):  # identical rankings per query
+            rows = slice(query * len(DOCUMENTS), (query + 1) * len(DOCUMENTS))
+            assert np.argsort(-scores[rows]).tolist() == np.argsort(-expected[rows]).tolist()
+    card = (folder / "README.md").read_text()
+    assert "smoothi_ndcg" in card and str(folder.parent / "bert") in card
+
+
+def test_reranker_api_ranks_and_batches_across_queries(trained: tuple[RerankModule, Path]) -> None:
+    module, folder = trained
+    reranker = Reranker.from_pretrained(str(folder), batch_size=2, max_length=128)
+    expected = lightning_scores(module)[: len(DOCUMENTS)]
+    ranked = reranker.rerank(QUERIES[0], DOCUMENTS, top_k=2)
+    assert [index for index, _ in ranked] == np.argsort(-expected)[:2].tolist()
+    run = reranker.rerank_many(dict(enumerate(QUERIES)), {0: dict(enumerate(DOCUMENTS)), 2: {"x": DOCUMENTS[3]}})
+    assert run[0] == pytest.approx(dict(enumerate(expected.tolist())), abs=1e-5) and list(run) == [0, 2]
+    maxp = Reranker.from_pretrained(str(folder), max_length=32, max_query_length=8, passages="maxp", stride=4)
+    passages = Reranker.from_pretrained(str(folder), max_length=32, max_query_length=8)
+    long_document = DOCUMENTS[0]
+    windows = maxp.tokenize.encode([QUERIES[0]], [long_document])[0]["input_ids"]
+    texts = [maxp.model.tokenizer.decode(row[row.index(102) + 1: -1]) for row in windows]
+    assert len(texts) == 4  # max_passages
+    assert maxp.score(QUERIES[0], [long_document])[0] == pytest.approx(
+        max(passages.score(QUERIES[0], texts)), abs=1e-4)
+
+
+def test_interrupted_export_leaves_the_old_folder(trained: tuple[RerankModule, Path], tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    module, _ = trained
+    target = export(module.model, tmp_path / "model")
+    before = sorted(p.name for p in target.iterdir())
+    monkeypatch.setattr(export_module, "ONNX_TOLERANCE", -1.0)  # every ONNX check fails
+    with pytest.raises(ValueError, match="ONNX export: scores differ"):
+        export(module.model, tmp_path / "model", onnx=True)
+    with pytest.raises(ValueError):
+        export(module.model, tmp_path / "fresh", onnx=True)
+    assert sorted(p.name for p in target.iterdir()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no half-written or temporary folders
+
+
+def test_rerank_cli_writes_a_complete_run_with_its_metrics(trained: tuple[RerankModule, Path], tmp_path: Path) -> None:
+    _, folder = trained
+    bm25 = folder.parent / "bm25.run"
+    report = rerank.main(["--model", str(folder), "--run", str(bm25), "--collection", "cranfield",
+                          "--out", str(tmp_path / "reranked.run"), "--depth", "10", "--max_length", "64"])
+    written = read_run(tmp_path / "reranked.run")
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    assert sorted(written) == sorted(read_run(bm25)) and len(written) == 225
+    assert all(len(docs) == 10 for docs in written.values())
+    assert report["reranked"] == pytest.approx(evaluate(written, qrels, list(report["reranked"])).mean, abs=1e-9)
+    assert report["input"]["nDCG@10"] == pytest.approx(evaluate(read_run(bm25), qrels, ["nDCG@10"]).mean["nDCG@10"])
+
+
+def test_bad_models_and_runs_fail_clearly(trained: tuple[RerankModule, Path], tmp_path: Path) -> None:
+    _, folder = trained
+    arguments = ["--run", str(folder.parent / "bm25.run"), "--collection", "cranfield", "--out", str(tmp_path / "o")]
+    with pytest.raises(OSError, match="'.*no-model' not found"):
+        rerank.main(["--model", str(tmp_path / "no-model"), *arguments])
+    corrupt = tmp_path / "corrupt"
+    corrupt.mkdir()
+    (corrupt / "config.json").write_text("{not json")
+    with pytest.raises((OSError, ValueError), match="corrupt"):
+        Reranker.from_pretrained(str(corrupt))
+    (tmp_path / "stray.run").write_text("1 Q0 184 1 2.0 x\n1 Q0 nosuchdoc 2 1.0 x\n")
+    with pytest.raises(ValueError, match=r"stray.run: 1 document ids are not in collection cranfield \(e.g. nosuchdoc\)"):
+        rerank.main(["--model", str(folder), "--run", str(tmp_path / "stray.run"), "--collection", "cranfield",
+                     "--out", str(tmp_path / "o")])
+    assert not (tmp_path / "o").exists()
+
+
+def test_export_cli_reads_a_fit_checkpoint(trained: tuple[RerankModule, Path], tmp_path: Path) -> None:
+    module, _ = trained
+    checkpoint = tmp_path / "run" / "checkpoints" / "best.ckpt"
+    checkpoint.parent.mkdir(parents=True)
+    pl.Trainer(logger=False, max_steps=0).strategy.connect(module)
+    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+                "pytorch-lightning_version": pl.__version__}, checkpoint)
+    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"reranker": {"nDCG@10": 0.4321}}))
+    out = export_module.main(["--ckpt", str(checkpoint), "--out", str(tmp_path / "exported")])
+    np.testing.assert_allclose(Reranker.from_pretrained(str(out), max_length=128).score_pairs(*pairs()),
+                               lightning_scores(module), atol=1e-5)
+    assert "0.4321" in (out / "README.md").read_text()
