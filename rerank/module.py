@@ -164,6 +164,7 @@ class RerankModule(pl.LightningModule):
             return
         # every process evaluates the same gathered run, so the logged values agree without a reduction
         metrics = {f"val/{name}": value for name, value in self._evaluate(reranker, "validation").items()}
+        metrics |= {f"val/bm25_{name}": value for name, value in self._evaluate(first_stage, "validation").items()}
         if self.hparams.interpolate:
             selection = self.hparams.selection_metric
             self.interpolation_weight, value = best_weight(

@@ -251,3 +251,40 @@ def test_training_lists_follow_the_strategy(workdir: Path, tmp_path: Path) -> No
     batch = next(iter(top.train_dataloader()))
     assert batch["labels"].shape == (2, 30) and batch["mask"].sum(1).tolist() == [20, 20]  # padded past depth 20
     assert batch["slots"].tolist() == [*range(20), *range(30, 50)]
+
+
+def test_gradient_checkpointing_and_maxp_train_the_same_model(workdir: Path, tmp_path: Path) -> None:
+    data = data_module(workdir, tmp_path, passages="maxp", max_length=40, stride=8, max_passages=3, num_workers=2)
+    data.prepare_data()
+    data.setup("fit")
+    batch = next(iter(data.train_dataloader()))  # tokenized in two worker processes
+    pairs = batch["passage_to_pair"]
+    assert pairs.tolist() == sorted(pairs.tolist()) and int(pairs[-1]) + 1 == len(batch["slots"])
+    assert len(pairs) > len(batch["slots"])  # long documents give several passages, at most 3
+    assert torch.bincount(pairs).max() == 3
+    losses, grads = [], []
+    for checkpointing in (False, True):
+        pl.seed_everything(0)
+        module = RerankModule(model_name=str(workdir / "bert"), loss="lambdarank", gradient_checkpointing=checkpointing)
+        loss = module.list_loss(batch)
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(torch.cat([p.grad.flatten() for p in module.model.parameters()]))
+    assert losses[0] == pytest.approx(losses[1], abs=1e-6)
+    torch.testing.assert_close(grads[0], grads[1], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("overrides", [[], ["losses/hinge.yaml"], ["losses/softndcg.yaml"], ["losses/lambdarank.yaml"]])
+def test_robust04_protocol_and_loss_overrides_parse(overrides: list[str], capsys: pytest.CaptureFixture) -> None:
+    arguments = ["--config", "robust04.yaml"] + [part for name in overrides for part in ("--config", name)]
+    with pytest.raises(SystemExit) as exited:
+        fit.main([*arguments, "--print_config"])
+    assert exited.value.code in (0, None)
+    config = yaml.safe_load(capsys.readouterr().out)
+    expected_loss = overrides[0].split("/")[1].removesuffix(".yaml") if overrides else "smoothi_ndcg"
+    assert config["model"]["loss"] == expected_loss
+    assert config["model"]["loss_args"] == yaml.safe_load((REPO / "configs" / (overrides or ["losses/smoothi_ndcg.yaml"])[0])
+                                                          .read_text())["model"]["loss_args"]
+    assert config["data"]["depth"] == 150 and config["data"]["strategy"] == "pairs" and config["data"]["list_size"] == 4
+    assert config["trainer"]["accumulate_grad_batches"] == 8 and config["trainer"]["precision"] == "16-mixed"
+    assert config["model"]["model_name"] == "bert-base-uncased" and config["model"]["selection_metric"] == "nDCG@20"
