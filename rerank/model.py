@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,6 +40,7 @@ class CrossEncoder(nn.Module):
             raise ValueError(f"a cross-encoder has one output; this model has num_labels={model.config.num_labels}")
         self.model = model
         self.tokenizer = tokenizer
+        _cls_only_last_layer(model)
 
     @classmethod
     def from_pretrained(
@@ -70,8 +72,22 @@ class CrossEncoder(nn.Module):
             getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
         return cls(model, load_tokenizer(name_or_path))
 
-    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
-        """``[B]`` scores of B tokenized pairs."""
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None,
+                chunk_size: int | None = None) -> Tensor:
+        """``[B]`` scores of B tokenized (right-padded) pairs.
+
+        With ``chunk_size``, the rows are sorted by length and encoded ``chunk_size`` at a time, each chunk cut to
+        its own longest row: less compute spent on padding, and a smaller activation peak per forward.
+        """
+        if chunk_size is None or input_ids.shape[0] <= chunk_size:
+            return self._scores(input_ids, attention_mask, token_type_ids)
+        chunks = length_chunks(attention_mask, chunk_size)
+        scores = [self._scores(input_ids[rows, :width], attention_mask[rows, :width],
+                               None if token_type_ids is None else token_type_ids[rows, :width])
+                  for rows, width in chunks]
+        return torch.cat(scores)[torch.cat([rows for rows, _ in chunks]).argsort()]
+
+    def _scores(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None) -> Tensor:
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
@@ -91,6 +107,46 @@ class CrossEncoder(nn.Module):
         self.model.save_pretrained(folder, safe_serialization=True)
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(folder)
+
+
+def length_chunks(attention_mask: Tensor, chunk_size: int) -> list[tuple[Tensor, int]]:
+    """Rows sorted by length (real tokens), ``chunk_size`` at a time, with each chunk's longest length."""
+    lengths = attention_mask.sum(dim=1)
+    order = lengths.argsort(stable=True)
+    return [(rows, int(lengths[rows].max())) for rows in order.split(chunk_size)]
+
+
+def _cls_only_last_layer(model: PreTrainedModel) -> None:
+    """Evaluate BERT's last layer at the [CLS] position only: the head reads nothing else.
+
+    Its keys and values still come from every token, so the [CLS] output is unchanged, but the query
+    projection, the attention output, the feed-forward block and their gradients are computed for one row
+    instead of all (about a sixth less compute for a 6-layer encoder). The layer's ``forward`` is replaced on
+    the instance, so parameters, state dicts and exported folders stay those of the standard model.
+    """
+    if type(model).__name__ != "BertForSequenceClassification":
+        return
+    layer = model.base_model.encoder.layer[-1]
+    layer.forward = types.MethodType(_cls_only_forward, layer)
+
+
+def _cls_only_forward(layer: nn.Module, hidden_states: Tensor, attention_mask: Tensor | None = None,
+                      *args: object, **kwargs: object) -> Tensor:
+    """``BertLayer.forward`` for the first position only: ``[B, L, H]`` -> ``[B, 1, H]``."""
+    attention = layer.attention.self
+    batch = hidden_states.shape[0]
+    heads = (batch, -1, attention.num_attention_heads, attention.attention_head_size)
+    cls = hidden_states[:, :1]
+    query = attention.query(cls).view(heads).transpose(1, 2)
+    key = attention.key(hidden_states).view(heads).transpose(1, 2)
+    value = attention.value(hidden_states).view(heads).transpose(1, 2)
+    if attention_mask is not None and attention_mask.dim() == 4:
+        attention_mask = attention_mask[:, :, :1]
+    context = nn.functional.scaled_dot_product_attention(
+        query, key, value, attn_mask=attention_mask, scale=attention.scaling,
+        dropout_p=attention.dropout.p if layer.training else 0.0)
+    attended = layer.attention.output(context.transpose(1, 2).reshape(batch, 1, -1), cls)
+    return layer.output(layer.intermediate(attended), attended)
 
 
 def _identity_pooler(model: PreTrainedModel) -> None:

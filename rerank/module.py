@@ -48,6 +48,8 @@ class RerankModule(pl.LightningModule):
         loss_args: the loss head's parameters (e.g. ``{alpha: 1.0, delta: 0.1}`` for ``smoothi_ndcg``).
         dropout: classifier dropout (default: the model's).
         gradient_checkpointing: recompute encoder activations in the backward pass to save memory.
+        forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
+            row (less padding; None: the whole batch at once).
         encoder_lr: AdamW learning rate of the encoder.
         head_lr: AdamW learning rate of the classification head.
         weight_decay: AdamW weight decay (not applied to biases and LayerNorm weights).
@@ -65,6 +67,7 @@ class RerankModule(pl.LightningModule):
         loss_args: dict[str, Any] | None = None,
         dropout: float | None = None,
         gradient_checkpointing: bool = False,
+        forward_chunk_size: int | None = 8,
         encoder_lr: float = 2e-5,
         head_lr: float = 1e-3,
         weight_decay: float = 0.01,
@@ -89,7 +92,8 @@ class RerankModule(pl.LightningModule):
 
     def forward(self, batch: dict[str, Any]) -> Tensor:
         """One score per (query, document) pair of the batch (MaxP: the best passage's)."""
-        scores = self.model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        scores = self.model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"),
+                            chunk_size=self.hparams.forward_chunk_size)
         if "passage_to_pair" in batch:
             pairs = batch["passage_to_pair"]
             scores = scores.new_full((int(pairs[-1]) + 1,), float("-inf")).scatter_reduce(

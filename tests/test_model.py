@@ -61,3 +61,19 @@ def test_minilm_loads_offline_from_the_hugging_face_cache() -> None:
     encoder = AutoModel.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     torch.testing.assert_close(model.model.base_model.embeddings.word_embeddings.weight,
                                encoder.embeddings.word_embeddings.weight)
+
+
+def test_length_sorted_chunks_give_the_same_scores_and_gradients(tmp_path: Path) -> None:
+    model = CrossEncoder.from_pretrained(str(tiny_bert(tmp_path / "bert", dropout=0.0)))
+    documents = ["wind", "heat flux laws similarity model", "tunnel", "aircraft model query document wind heat",
+                 "laws", "flux flux flux"]
+    encoded = model.tokenizer(["query"] * len(documents), documents, padding=True, return_tensors="pt")
+    whole = model(**encoded)
+    whole.pow(2).sum().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    chunked = model(**encoded, chunk_size=4)
+    chunked.pow(2).sum().backward()
+    torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=1e-5)
+    for grad, reference in zip((p.grad for p in model.parameters()), expected):
+        torch.testing.assert_close(grad, reference, atol=1e-6, rtol=1e-4)

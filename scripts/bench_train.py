@@ -1,0 +1,238 @@
+"""Training throughput and memory of rerank beside a hand-written loop and sentence-transformers' trainer.
+
+``throughput`` (default): pairs per second over full training steps, in one process, on Cranfield BM25 lists
+(one query of ``--list_size`` candidates per step, max length ``--max_length``, ListNet, AdamW):
+
+- (a) rerank: ``RerankModule`` + ``RerankDataModule`` through ``lightning.Trainer``, as a user runs it
+  (data loading and tokenization included);
+- (b) the floor: a hand-written PyTorch loop (forward, loss, backward, AdamW) over the same batches,
+  tokenized beforehand and padded to their longest row;
+- (c) ``sentence_transformers.cross_encoder.CrossEncoderTrainer`` with ``ListNetLoss`` on the same lists, model,
+  list size, max length and batch.
+
+Also the padding efficiency (real tokens / computed tokens) of rerank's batches, with and without the
+length-sorted chunked forward, on Cranfield and NFCorpus candidates.
+
+``memory``: peak RSS of one training step (forward, backward, optimizer) against list size, with and without
+gradient checkpointing, each in a fresh process.
+
+    python scripts/bench_train.py --steps 12 --output docs/bench_train.json
+    python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/bench_memory.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from itertools import islice
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from rerank.data.collection import CollectionConfig
+from rerank.data.datamodule import RerankDataModule
+from rerank.data.folds import FoldsConfig
+from rerank.losses import build
+from rerank.model import CrossEncoder, length_chunks
+from rerank.module import RerankModule
+from rerank.retrieval import FirstStageConfig
+
+MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+COLLECTIONS = {
+    "cranfield": CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}),
+    "nfcorpus": CollectionConfig(docs=str(SHARED / "data/nfcorpus/docs.jsonl"),
+                                 queries=str(SHARED / "data/nfcorpus/queries.test.tsv"),
+                                 qrels=str(SHARED / "data/nfcorpus/qrels.test.txt")),
+}
+
+
+def data_module(args: argparse.Namespace, output: Path, collection: str = "cranfield") -> RerankDataModule:
+    return RerankDataModule(
+        collection=COLLECTIONS[collection], first_stage=FirstStageConfig(backend="bm25s", depth=100),
+        folds=FoldsConfig(scheme="kfold", count=5, seed=0, test=1), model_name=args.model, output_dir=str(output),
+        depth=100, list_size=args.list_size, strategy="random", batch_size=1, max_length=args.max_length,
+        max_query_length=32, num_workers=args.num_workers)
+
+
+class StepClock(pl.Callback):
+    """Wall-clock time at the end of every training step."""
+
+    def __init__(self) -> None:
+        self.ends: list[float] = []
+
+    def on_train_batch_end(self, *_: object) -> None:
+        self.ends.append(time.perf_counter())
+
+
+def pairs_per_second(ends: list[float], pairs_per_step: int, warmup: int) -> float:
+    return pairs_per_step * (len(ends) - 1 - warmup) / (ends[-1] - ends[warmup])
+
+
+def bench_rerank(args: argparse.Namespace, output: Path) -> float:
+    pl.seed_everything(0)
+    clock = StepClock()
+    module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk)
+    trainer = pl.Trainer(accelerator="cpu", max_steps=args.steps, limit_val_batches=0, logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[clock])
+    trainer.fit(module, datamodule=data_module(args, output))
+    return pairs_per_second(clock.ends, args.list_size, args.warmup)
+
+
+def bench_loop(args: argparse.Namespace, output: Path) -> float:
+    data = data_module(args, output)
+    data.prepare_data()
+    data.setup("fit")
+    batches = list(islice(iter(data.train_dataloader()), args.steps))  # tokenized beforehand
+    torch.manual_seed(0)
+    model = CrossEncoder.from_pretrained(args.model).train()
+    loss_head = build("listnet")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    ends = []
+    for batch in batches:
+        scores = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
+        loss = loss_head(scores.view_as(batch["mask"]), batch["labels"], batch["mask"])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        ends.append(time.perf_counter())
+    return pairs_per_second(ends, args.list_size, args.warmup)
+
+
+def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float:
+    from datasets import Dataset
+    from sentence_transformers.cross_encoder import CrossEncoder as STCrossEncoder
+    from sentence_transformers.cross_encoder import CrossEncoderTrainer, CrossEncoderTrainingArguments
+    from sentence_transformers.cross_encoder.losses import ListNetLoss
+    from transformers import TrainerCallback
+
+    data = data_module(args, output)
+    data.prepare_data()
+    data.setup("fit")
+    dataset = data.train_dataloader().dataset
+    rows = [dataset[(0, index % len(dataset))] for index in range(args.steps)]
+    train = Dataset.from_dict({"query": [row["query"] for row in rows], "docs": [row["documents"] for row in rows],
+                               "labels": [[float(label) for label in row["labels"]] for row in rows]})
+    folder = output / "st-model"
+    CrossEncoder.from_pretrained(args.model).save_pretrained(str(folder))
+    model = STCrossEncoder(str(folder), num_labels=1, max_length=args.max_length, device="cpu")
+    ends: list[float] = []
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, *_: object, **__: object) -> None:
+            ends.append(time.perf_counter())
+
+    training = CrossEncoderTrainingArguments(
+        output_dir=str(output / "st"), per_device_train_batch_size=1, max_steps=args.steps, learning_rate=2e-5,
+        report_to="none", save_strategy="no", logging_strategy="no", dataloader_num_workers=args.num_workers,
+        disable_tqdm=True, seed=0)
+    trainer = CrossEncoderTrainer(model=model, args=training, train_dataset=train,
+                                  loss=ListNetLoss(model, mini_batch_size=args.list_size), callbacks=[Clock()])
+    trainer.train()
+    return pairs_per_second(ends, args.list_size, args.warmup)
+
+
+def padding_efficiency(args: argparse.Namespace, output: Path, collection: str, chunk: int | None) -> float:
+    data = data_module(args, output / collection, collection)
+    data.prepare_data()
+    data.setup("fit")
+    real = computed = 0
+    for batch in islice(iter(data.train_dataloader()), 100):
+        mask = batch["attention_mask"]
+        real += int(mask.sum())
+        chunks = length_chunks(mask, chunk or mask.shape[0])
+        computed += sum(len(rows) * width for rows, width in chunks)
+    return real / computed
+
+
+def throughput(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as scratch:
+        output = Path(scratch)
+        results = {"(a) rerank, Lightning Trainer": bench_rerank(args, output / "a"),
+                   "(b) hand-written loop, pre-tokenized": bench_loop(args, output / "b"),
+                   "(c) sentence-transformers CrossEncoderTrainer": bench_sentence_transformers(args, output / "c")}
+        efficiency = {f"{collection}, {'chunks of %d' % chunk if chunk else 'whole batch'}":
+                      padding_efficiency(args, output, collection, chunk)
+                      for collection in COLLECTIONS for chunk in (None, args.chunk)}
+    table = Table(title=f"ListNet, 1 query x {args.list_size} candidates per step, max length {args.max_length}, "
+                        f"{args.steps} steps ({args.warmup} warm-up), {torch.get_num_threads()} threads")
+    for column in ("system", "pairs/s", "vs (b)", "vs (c)"):
+        table.add_column(column, justify="left" if column == "system" else "right")
+    floor, reference = results["(b) hand-written loop, pre-tokenized"], results[
+        "(c) sentence-transformers CrossEncoderTrainer"]
+    for name, value in results.items():
+        table.add_row(name, f"{value:.2f}", f"{value / floor:.2f}x", f"{value / reference:.2f}x")
+    Console().print(table)
+    print("padding efficiency (real / computed tokens):", {k: round(v, 3) for k, v in efficiency.items()})
+    return {"pairs_per_second": results, "padding_efficiency": efficiency}
+
+
+def one_step_memory(args: argparse.Namespace, size: int, checkpointing: bool) -> dict:
+    """Peak RSS growth (MiB) and seconds of one training step with ``size`` candidates of max length."""
+    torch.manual_seed(0)
+    model = CrossEncoder.from_pretrained(args.model, gradient_checkpointing=checkpointing).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    ids = torch.randint(1000, 20000, (size, args.max_length))
+    mask = torch.ones_like(ids)
+    labels = torch.zeros(1, size)
+    labels[0, 0] = 1
+    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    started = time.perf_counter()
+    loss = build("listnet")(model(ids, mask, chunk_size=args.chunk).view(1, size), labels)
+    loss.backward()
+    optimizer.step()
+    seconds = time.perf_counter() - started
+    return {"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - baseline, "seconds": seconds}
+
+
+def memory(args: argparse.Namespace) -> dict:
+    results = {}
+    for checkpointing in (False, True):
+        for size in args.sizes:
+            command = [sys.executable, __file__, "_one", str(size), str(int(checkpointing)),
+                       "--max_length", str(args.max_length), "--model", args.model, "--chunk", str(args.chunk or 0)]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+            key = f"N={size}, {'gradient checkpointing' if checkpointing else 'plain'}"
+            results[key] = (json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0
+                            else {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]})
+            print(key, results[key], flush=True)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", nargs="*", default=["throughput"], help="throughput | memory")
+    parser.add_argument("--model", default=MODEL)
+    parser.add_argument("--list_size", type=int, default=16)
+    parser.add_argument("--max_length", type=int, default=256)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--chunk", type=int, default=8, help="rerank's forward_chunk_size (0: off)")
+    parser.add_argument("--num_workers", type=int, default=0)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4, 16, 64, 128])
+    parser.add_argument("--output", type=Path)
+    args = parser.parse_args()
+    args.chunk = args.chunk or None
+    if args.mode[0] == "_one":
+        print(json.dumps(one_step_memory(args, int(args.mode[1]), bool(int(args.mode[2])))))
+        return
+    result = memory(args) if args.mode[0] == "memory" else throughput(args)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        report = {"machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+                  "args": {k: str(v) for k, v in vars(args).items()}, "results": result}
+        args.output.write_text(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
