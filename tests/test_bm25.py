@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -75,13 +76,17 @@ def test_ties_are_broken_by_doc_id(tmp_path: Path) -> None:
         assert [line.split()[2] for line in (tmp_path / f"{backend}.trec").read_text().splitlines()] == ["d1", "d2", "d3"]
 
 
-def test_run_files_and_queries_without_candidates(tmp_path: Path) -> None:
+def test_run_files_and_queries_without_candidates(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "docs.jsonl").write_text('{"doc_id": "a", "text": "wind tunnel"}\n')
     (tmp_path / "queries.tsv").write_text("1\twind\n2\tthe of and\n")
     collection = Collection(CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
                                              cache_dir=str(tmp_path)))
-    with pytest.raises(ValueError, match=r"1 queries have no first-stage candidates \(2\)"):
-        retrieve(collection, FirstStageConfig(backend="bm25s", index_dir=str(tmp_path / "idx")))
+    with caplog.at_level(logging.WARNING):
+        run = retrieve(collection, FirstStageConfig(backend="bm25s", index_dir=str(tmp_path / "idx")))
+    assert list(run) == ["1"] and "1 of 2 queries have no first-stage candidates (2)" in caplog.text
+    (tmp_path / "empty.run").write_text("")
+    with pytest.raises(ValueError, match=r"2 queries have no first-stage candidates \(1, 2\): none has any"):
+        retrieve(collection, FirstStageConfig(backend="run", run=str(tmp_path / "empty.run")))
     (tmp_path / "given.run").write_text("1 Q0 a 1 2.0 x\n2 Q0 a 1 1.0 x\n")
     run = retrieve(collection, FirstStageConfig(backend="run", run=str(tmp_path / "given.run")))
     assert run == {"1": {"a": 2.0}, "2": {"a": 1.0}}

@@ -15,11 +15,14 @@ Ties are broken by doc id (ascending) after the score, so every backend's run is
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.collection import Collection
 from ..data.trec import Run, read_run
+
+logger = logging.getLogger(__name__)
 
 BACKENDS = ("pyserini", "bm25s", "run")
 
@@ -64,7 +67,8 @@ def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[s
     """The first-stage run for ``query_ids`` (default: every query of the collection), top ``depth`` each.
 
     Raises:
-        ValueError: a query of the run is unknown to the collection, or a query got no candidate.
+        ValueError: a query of the run is unknown to the collection, or no query got a candidate (queries
+            without candidates are left out of the run, with a warning).
     """
     queries = collection.queries if query_ids is None else {qid: collection.queries[qid] for qid in query_ids}
     if config.backend == "run":
@@ -79,12 +83,13 @@ def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[s
 
         run = search(collection, queries, config)
     empty = sorted(qid for qid in queries if not run.get(qid))
-    if empty:
-        raise ValueError(
-            f"{len(empty)} queries have no first-stage candidates ({', '.join(empty[:10])}"
-            f"{' ...' if len(empty) > 10 else ''}); check the run file or the query texts"
-        )
-    return run
+    listed = f"({', '.join(empty[:10])}{' ...' if len(empty) > 10 else ''})"
+    if len(empty) == len(queries):
+        raise ValueError(f"{len(empty)} queries have no first-stage candidates {listed}: none has any; check the "
+                         "run file or the query texts")
+    if empty:  # e.g. NFCorpus queries made only of stopwords: they stay in the evaluation and count as 0
+        logger.warning("%d of %d queries have no first-stage candidates %s", len(empty), len(queries), listed)
+    return {qid: docs for qid, docs in run.items() if docs}
 
 
 def _top(ranked: dict[str, float], depth: int) -> dict[str, float]:
