@@ -1,0 +1,143 @@
+"""Compare systems the way the papers report them: ``python -m rerank.compare A B ... --collection cranfield``.
+
+Each system is a TREC run file or a ``rerank.cv`` directory (its ``test.run``, and ``test.interpolated.run`` as
+``<dir>/interpolated``; the first directory also brings ``bm25.run``, the candidates, as the system ``bm25``);
+the first system is the baseline. For P@1/5/10/20, MAP, nDCG@1/5/10/20 and nDCG over the judged queries of the
+baseline's run, it prints (and writes to
+``--output DIR/report.md``) a markdown table in the style of SmoothI's Table 4, with a paired two-sided t-test
+over queries against the baseline, Bonferroni-corrected over the comparisons made (systems x measures):
+``*`` marks p < alpha / comparisons. It saves two plots: per-fold bars per measure (for ``rerank.cv``
+directories) and the sorted per-query nDCG@20 difference of each system against the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from scipy import stats
+
+from .data.collection import Collection
+from .data.trec import Qrels, Run, atomic_write, read_qrels, read_run
+from .evaluation import evaluate
+from .rerank import collection_config
+
+MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
+
+
+def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
+    """``name -> (run, cv directory or None)``; a cv directory gives its re-ranker, bm25 and interpolated runs."""
+    systems: dict[str, tuple[Run, Path | None]] = {}
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            if not (path / "test.run").is_file():
+                raise FileNotFoundError(f"{path}: not a rerank.cv directory (no test.run)")
+            systems.setdefault("bm25", (read_run(path / "bm25.run"), path))  # the first directory's candidates
+            systems[path.name] = (read_run(path / "test.run"), path)
+            if (path / "test.interpolated.run").is_file():
+                systems[f"{path.name}/interpolated"] = (read_run(path / "test.interpolated.run"), path)
+        else:
+            systems[path.stem] = (read_run(path), None)
+    return systems
+
+
+def compare(systems: dict[str, Run], qrels: Qrels, alpha: float = 0.05) -> dict:
+    """Mean measures, per-query values, and Bonferroni-corrected paired t-tests against the first system."""
+    baseline, *others = list(systems)
+    queries = {qid: qrels[qid] for qid in systems[baseline] if qid in qrels}  # the queries the baseline ran
+    results = {name: evaluate(run, queries, MEASURES) for name, run in systems.items()}
+    comparisons = max(len(others) * len(MEASURES), 1)
+    tests = {}
+    for name in others:
+        for measure in MEASURES:
+            ours = [results[name].per_query[q][measure] for q in sorted(queries)]
+            theirs = [results[baseline].per_query[q][measure] for q in sorted(queries)]
+            p = float(stats.ttest_rel(ours, theirs).pvalue) if ours != theirs else 1.0
+            tests[(name, measure)] = {"p": p, "significant": p < alpha / comparisons}
+    return {"baseline": baseline, "results": results, "tests": tests, "comparisons": comparisons, "alpha": alpha}
+
+
+def markdown(report: dict) -> str:
+    """The comparison as a markdown table (``*``: significantly different from the baseline)."""
+    lines = ["| system | " + " | ".join(MEASURES) + " |", "|---|" + "---:|" * len(MEASURES)]
+    for name, result in report["results"].items():
+        cells = []
+        for measure in MEASURES:
+            test = report["tests"].get((name, measure))
+            cells.append(f"{result.mean[measure]:.4f}{'*' if test and test['significant'] else ''}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append(f"`*`: paired two-sided t-test over {len(next(iter(report['results'].values())).per_query)} queries "
+                 f"against `{report['baseline']}`, p < {report['alpha']} / {report['comparisons']} (Bonferroni).")
+    return "\n".join(lines)
+
+
+def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Path]:
+    """Per-fold bars per measure (cv directories) and the sorted per-query nDCG@20 differences; the PNG paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    baseline = report["baseline"]
+    figure, axis = plt.subplots(figsize=(8, 4.5))
+    for name, result in report["results"].items():
+        if name == baseline:
+            continue
+        differences = sorted(result.per_query[q]["nDCG@20"] - report["results"][baseline].per_query[q]["nDCG@20"]
+                             for q in result.per_query)
+        axis.plot(range(len(differences)), differences, label=name)
+    axis.axhline(0, color="black", linewidth=0.8)
+    axis.set(xlabel="queries (sorted)", ylabel=f"nDCG@20 - nDCG@20 of {baseline}", title="Per-query differences")
+    axis.legend(fontsize="small")
+    written.append(output / "per_query_ndcg20.png")
+    figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    per_fold = {name: json.loads((folder / "cv_metrics.json").read_text()) for name, folder in folders.items()
+                if folder is not None and (folder / "cv_metrics.json").is_file() and "/" not in name}
+    if per_fold:
+        measures = ("nDCG@10", "nDCG@20", "P@20", "MAP")
+        figure, axes = plt.subplots(1, len(measures), figsize=(4 * len(measures), 4), sharey=False)
+        for axis, measure in zip(axes, measures):
+            for offset, (name, cv) in enumerate(per_fold.items()):
+                values = [json.loads((folders[name] / f"fold{k}" / "metrics.json").read_text())["reranker"][measure]
+                          for k in cv["folds"]]
+                positions = [k + offset / (len(per_fold) + 1) for k in range(len(values))]
+                axis.bar(positions, values, width=1 / (len(per_fold) + 1), label=name)
+            axis.set(title=measure, xlabel="fold")
+        axes[0].legend(fontsize="small")
+        written.append(output / "per_fold.png")
+        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
+        plt.close(figure)
+    return written
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m rerank.compare", description=__doc__.splitlines()[0])
+    parser.add_argument("systems", nargs="+", help="run files or rerank.cv directories; the first is the baseline")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--qrels", type=Path, help="a TREC qrels file")
+    source.add_argument("--collection", help="a config with data.collection, or an ir_datasets id (its qrels)")
+    parser.add_argument("--alpha", type=float, default=0.05)
+    parser.add_argument("--output", type=Path, help="write report.md and the plots here")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    qrels = read_qrels(args.qrels) if args.qrels else Collection(collection_config(args.collection)).qrels
+    loaded = load_systems(args.systems)
+    report = compare({name: run for name, (run, _) in loaded.items()}, qrels, args.alpha)
+    table = markdown(report)
+    print(table)
+    if args.output:
+        args.output.mkdir(parents=True, exist_ok=True)
+        with atomic_write(args.output / "report.md") as handle:
+            handle.write(table + "\n")
+        for path in plot(report, {name: folder for name, (_, folder) in loaded.items()}, args.output):
+            print(path)
+    return report
+
+
+if __name__ == "__main__":
+    main()

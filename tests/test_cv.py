@@ -1,0 +1,90 @@
+"""Cross-validation (rerank.cv) and the comparison report (rerank.compare) on Cranfield with a tiny BERT."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import MINILM_VOCAB, tiny_bert
+from scipy import stats
+from test_training import CRANFIELD
+
+from rerank import compare, cv
+from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.folds import kfold
+from rerank.data.trec import read_run, write_run
+from rerank.evaluation import evaluate
+from rerank.retrieval import FirstStageConfig, retrieve
+
+pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
+
+
+@pytest.fixture(scope="module")
+def cv_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """Folds 1 and 2 of a 3-fold cross-validation (2 training steps and a validation each); the config."""
+    folder = tmp_path_factory.mktemp("cv")
+    tiny_bert(folder / "bert", real_vocabulary=True)
+    write_run(retrieve(Collection(CollectionConfig(**CRANFIELD)),
+                       FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx"))), folder / "bm25.run")
+    config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True},
+              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
+                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "depth": 10, "list_size": 4,
+                       "batch_size": 2, "max_length": 48, "max_query_length": 16},
+              "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
+                          "num_sanity_val_steps": 0}}
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    cv.main(["--config", str(folder / "config.yaml"), "--output_dir", str(folder / "listnet"), "--folds", "1,2"])
+    return folder / "listnet", folder / "config.yaml"
+
+
+def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Path]) -> None:
+    folder, _ = cv_dir
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    folds = kfold(qrels, 3, 7)
+    test = read_run(folder / "test.run")
+    assert sorted(test) == sorted(folds[0] + folds[1])  # every test query of folds 1 and 2, once
+    report = json.loads((folder / "cv_metrics.json").read_text())
+    for system, name in (("reranker", "test.run"), ("bm25", "bm25.run"), ("interpolated", "test.interpolated.run")):
+        run = read_run(folder / name)
+        assert sorted(run) == sorted(test)
+        expected = evaluate(run, {q: qrels[q] for q in run}, ["nDCG@10", "MAP"]).mean
+        assert report["all_queries"][system]["nDCG@10"] == pytest.approx(expected["nDCG@10"], abs=1e-9)
+        per_fold = [json.loads((folder / f"fold{k}" / "metrics.json").read_text())[system]["MAP"] for k in (1, 2)]
+        assert report["over_folds"][system]["MAP"]["mean"] == pytest.approx(statistics.fmean(per_fold))
+        assert report["over_folds"][system]["MAP"]["stderr"] == pytest.approx(statistics.stdev(per_fold) / math.sqrt(2))
+    assert all(len(docs) == 10 for docs in read_run(folder / "bm25.run").values())
+
+
+def test_cv_skips_finished_folds(cv_dir: tuple[Path, Path]) -> None:
+    folder, config = cv_dir
+    stamp = (folder / "fold1" / "metrics.json").stat().st_mtime_ns
+    cv.main(["--config", str(config), "--output_dir", str(folder), "--folds", "1"])
+    assert (folder / "fold1" / "metrics.json").stat().st_mtime_ns == stamp
+    with pytest.raises(SystemExit):
+        cv.main(["--config", str(config), "--output_dir", str(folder), "--folds", "4"])
+
+
+def test_compare_reports_bonferroni_corrected_paired_t_tests(cv_dir: tuple[Path, Path], tmp_path: Path) -> None:
+    folder, _ = cv_dir
+    report = compare.main([str(folder), "--collection", "cranfield", "--output", str(tmp_path)])
+    assert report["baseline"] == "bm25" and list(report["results"]) == ["bm25", "listnet", "listnet/interpolated"]
+    assert report["comparisons"] == 2 * len(compare.MEASURES)
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    ours, theirs = read_run(folder / "test.run"), read_run(folder / "bm25.run")
+    queries = sorted(theirs)
+    a = evaluate(ours, {q: qrels[q] for q in queries}, ["nDCG@20"]).per_query
+    b = evaluate(theirs, {q: qrels[q] for q in queries}, ["nDCG@20"]).per_query
+    differences = [a[q]["nDCG@20"] - b[q]["nDCG@20"] for q in queries]
+    t = statistics.fmean(differences) / (statistics.stdev(differences) / math.sqrt(len(differences)))
+    p = 2 * stats.t.sf(abs(t), df=len(differences) - 1)  # the paired t-test written out
+    test = report["tests"][("listnet", "nDCG@20")]
+    assert test["p"] == pytest.approx(p, rel=1e-6)
+    assert test["significant"] == (p < 0.05 / report["comparisons"])
+    table = (tmp_path / "report.md").read_text()
+    assert table.splitlines()[0] == "| system | " + " | ".join(compare.MEASURES) + " |"
+    assert f"{report['results']['listnet'].mean['nDCG@20']:.4f}" in table
+    assert (tmp_path / "per_query_ndcg20.png").stat().st_size > 1000 and (tmp_path / "per_fold.png").is_file()
