@@ -13,6 +13,7 @@ from transformers import AutoModelForSequenceClassification, BertConfig, BertMod
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 MINILM_VOCAB = next((SHARED / "hf_home").glob("hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/*/vocab.txt"),
                     None)
+CRANFIELD = {"ir_datasets": "cranfield", "label_map": {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}}
 WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
 
 
@@ -60,3 +61,16 @@ class KillAtStep(Callback):
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
         if trainer.global_step >= self.step:
             os.kill(os.getpid(), signal.SIGKILL)
+
+
+def cranfield_workdir(folder: Path, dropout: float = 0.1) -> Path:
+    """``folder`` with ``bert/`` (a tiny BERT with MiniLM's vocabulary) and ``bm25.run`` (Cranfield, bm25s, top 20)."""
+    from rerank.data.collection import Collection, CollectionConfig
+    from rerank.data.trec import write_run
+    from rerank.retrieval import FirstStageConfig, retrieve
+
+    tiny_bert(folder / "bert", real_vocabulary=True, dropout=dropout)
+    run = retrieve(Collection(CollectionConfig(**CRANFIELD)),
+                   FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx")))
+    write_run(run, folder / "bm25.run")
+    return folder

@@ -9,16 +9,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import MINILM_VOCAB, tiny_bert
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 from scipy import stats
-from test_training import CRANFIELD
 
 from rerank import compare, cv
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import kfold
-from rerank.data.trec import read_run, write_run
+from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
-from rerank.retrieval import FirstStageConfig, retrieve
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 
@@ -26,10 +24,7 @@ pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf
 @pytest.fixture(scope="module")
 def cv_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Folds 1 and 2 of a 3-fold cross-validation (2 training steps and a validation each); the config."""
-    folder = tmp_path_factory.mktemp("cv")
-    tiny_bert(folder / "bert", real_vocabulary=True)
-    write_run(retrieve(Collection(CollectionConfig(**CRANFIELD)),
-                       FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx"))), folder / "bm25.run")
+    folder = cranfield_workdir(tmp_path_factory.mktemp("cv"))
     config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True},
               "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
                        "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "depth": 10, "list_size": 4,

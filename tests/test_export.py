@@ -11,20 +11,19 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from helpers import MINILM_VOCAB, tiny_bert
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
-from test_training import CRANFIELD, data_module, trainer
+from test_training import data_module, trainer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from rerank import export as export_module
 from rerank import rerank
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.data.trec import read_run, write_run
+from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
 from rerank.export import export
 from rerank.module import RerankModule
 from rerank.reranker import Reranker
-from rerank.retrieval import FirstStageConfig, retrieve
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 QUERIES = ["what similarity laws must be obeyed when constructing aeroelastic models",
@@ -37,10 +36,7 @@ DOCUMENTS = ["experimental investigation of the aerodynamics of a wing in a slip
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[RerankModule, Path]:
     """A tiny BERT trained for 3 steps, and the folder it was exported to (with ONNX)."""
-    folder = tmp_path_factory.mktemp("export")
-    tiny_bert(folder / "bert", real_vocabulary=True)
-    write_run(retrieve(Collection(CollectionConfig(**CRANFIELD)),
-                       FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx"))), folder / "bm25.run")
+    folder = cranfield_workdir(tmp_path_factory.mktemp("export"))
     pl.seed_everything(0)
     module = RerankModule(model_name=str(folder / "bert"), loss="smoothi_ndcg", head_lr=1e-2)
     trainer(folder, max_steps=3).fit(module, datamodule=data_module(folder, folder / "fit"))

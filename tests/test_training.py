@@ -17,31 +17,25 @@ import lightning.pytorch as pl
 import pytest
 import torch
 import yaml
-from helpers import MINILM_VOCAB, tiny_bert
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 
 from rerank import fit
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig, kfold
-from rerank.data.trec import read_run, write_run
+from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
 from rerank.module import RerankModule
-from rerank.retrieval import FirstStageConfig, retrieve
+from rerank.retrieval import FirstStageConfig
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
-CRANFIELD = {"ir_datasets": "cranfield", "label_map": {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}}
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny BERT without dropout and a Cranfield bm25s run (depth 20)."""
-    folder = tmp_path_factory.mktemp("training")
-    tiny_bert(folder / "bert", real_vocabulary=True, dropout=0.0)
-    collection = Collection(CollectionConfig(**CRANFIELD))
-    write_run(retrieve(collection, FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx"))),
-              folder / "bm25.run")
-    return folder
+    return cranfield_workdir(tmp_path_factory.mktemp("training"), dropout=0.0)
 
 
 def data_module(workdir: Path, output: Path, **options) -> RerankDataModule:
