@@ -20,10 +20,8 @@ from rich.console import Console
 from .config import build, load_config
 from .data.collection import Collection, CollectionConfig
 from .data.trec import atomic_write, write_run
-from .evaluation import evaluate
+from .evaluation import METRICS, evaluate
 from .retrieval import FirstStageConfig, retrieve
-
-METRICS = ("nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000")
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:

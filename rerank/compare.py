@@ -25,11 +25,14 @@ from .evaluation import evaluate
 from .rerank import collection_config
 
 MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
+PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")  # those rerank.fit writes to each fold's metrics.json
 
 
 def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
     """``name -> (run, cv directory or None)``; a cv directory gives its re-ranker, bm25 and interpolated runs."""
     systems: dict[str, tuple[Run, Path | None]] = {}
+    files = [Path(name) for name in paths if not Path(name).is_dir()]
+    stems_unique = len({path.stem for path in files}) == len(files)  # else name files parent/stem: hinge/test
     for name in paths:
         path = Path(name)
         if path.is_dir():
@@ -40,7 +43,10 @@ def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
             if (path / "test.interpolated.run").is_file():
                 systems[f"{path.name}/interpolated"] = (read_run(path / "test.interpolated.run"), path)
         else:
-            systems[path.stem] = (read_run(path), None)
+            label = path.stem if stems_unique else f"{path.parent.name}/{path.stem}"
+            if label in systems:
+                raise ValueError(f"{path}: two systems would be named {label!r}; give the run files distinct names")
+            systems[label] = (read_run(path), None)
     return systems
 
 
@@ -75,6 +81,22 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[int, dict[str, float]]:
+    """``{test fold: {measure: value}}`` of ``system`` (``bm25``, a cv directory's name, or ``<name>/interpolated``)
+    from the fold runs' ``metrics.json`` in the cv directory ``folder``."""
+    key = "bm25" if system == "bm25" else "interpolated" if system.endswith("/interpolated") else "reranker"
+    folds = json.loads((folder / "cv_metrics.json").read_text())["folds"]
+    return {fold: {measure: json.loads((folder / f"fold{fold}" / "metrics.json").read_text())[key][measure]
+                   for measure in measures} for fold in folds}
+
+
+def _color(index: int) -> tuple[float, ...]:
+    """System ``index`` (0: the baseline, grey) in tab20 pairs, so that ``x`` and ``x/interpolated`` share a hue."""
+    import matplotlib
+
+    return (0.35, 0.35, 0.35, 1.0) if index == 0 else matplotlib.colormaps["tab20"]((index - 1) % 20)
+
+
 def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Path]:
     """Per-fold bars per measure (cv directories) and the sorted per-query nDCG@20 differences; the PNG paths."""
     import matplotlib
@@ -85,31 +107,33 @@ def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Pa
     written = []
     baseline = report["baseline"]
     figure, axis = plt.subplots(figsize=(8, 4.5))
-    for name, result in report["results"].items():
+    for index, (name, result) in enumerate(report["results"].items()):
         if name == baseline:
             continue
         differences = sorted(result.per_query[q]["nDCG@20"] - report["results"][baseline].per_query[q]["nDCG@20"]
                              for q in result.per_query)
-        axis.plot(range(len(differences)), differences, label=name)
+        axis.plot(range(len(differences)), differences, label=name, color=_color(index))
     axis.axhline(0, color="black", linewidth=0.8)
     axis.set(xlabel="queries (sorted)", ylabel=f"nDCG@20 - nDCG@20 of {baseline}", title="Per-query differences")
     axis.legend(fontsize="small")
     written.append(output / "per_query_ndcg20.png")
     figure.savefig(written[-1], dpi=120, bbox_inches="tight")
     plt.close(figure)
-    per_fold = {name: json.loads((folder / "cv_metrics.json").read_text()) for name, folder in folders.items()
-                if folder is not None and (folder / "cv_metrics.json").is_file() and "/" not in name}
+    per_fold = {name: fold_values(folder, name, PER_FOLD_MEASURES) for name, folder in folders.items()
+                if folder is not None and (folder / "cv_metrics.json").is_file()}
     if per_fold:
-        measures = ("nDCG@10", "nDCG@20", "P@20", "MAP")
-        figure, axes = plt.subplots(1, len(measures), figsize=(4 * len(measures), 4), sharey=False)
-        for axis, measure in zip(axes, measures):
-            for offset, (name, cv) in enumerate(per_fold.items()):
-                values = [json.loads((folders[name] / f"fold{k}" / "metrics.json").read_text())["reranker"][measure]
-                          for k in cv["folds"]]
-                positions = [k + offset / (len(per_fold) + 1) for k in range(len(values))]
-                axis.bar(positions, values, width=1 / (len(per_fold) + 1), label=name)
-            axis.set(title=measure, xlabel="fold")
-        axes[0].legend(fontsize="small")
+        figure, axes = plt.subplots(1, len(PER_FOLD_MEASURES), figsize=(5 * len(PER_FOLD_MEASURES), 4))
+        width = 1 / (len(per_fold) + 1)
+        for axis, measure in zip(axes, PER_FOLD_MEASURES):
+            for offset, (name, values) in enumerate(per_fold.items()):
+                axis.bar([index + offset * width for index in range(len(values))],
+                         [folds[measure] for folds in values.values()], width=width, label=name,
+                         color=_color(offset))
+            folds = list(next(iter(per_fold.values())))
+            axis.set_xticks([index + (len(per_fold) - 1) * width / 2 for index in range(len(folds))], folds)
+            axis.set(title=measure, xlabel="test fold")
+        figure.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=min(len(per_fold), 6),
+                      fontsize="small", bbox_to_anchor=(0.5, 0.0))
         written.append(output / "per_fold.png")
         figure.savefig(written[-1], dpi=120, bbox_inches="tight")
         plt.close(figure)

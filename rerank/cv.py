@@ -23,11 +23,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .bm25 import METRICS
 from .config import build, load_config
 from .data.collection import Collection, CollectionConfig
 from .data.trec import Run, atomic_write, read_run, write_run
-from .evaluation import evaluate
+from .evaluation import METRICS, evaluate
 
 logger = logging.getLogger(__name__)
 SYSTEMS = {"reranker": "test.run", "bm25": "bm25.run", "interpolated": "test.interpolated.run"}

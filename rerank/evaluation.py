@@ -31,6 +31,8 @@ Run = Mapping[str, Mapping[str, float]]
 Qrels = Mapping[str, Mapping[str, int]]
 
 DEFAULT_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
+# What the commands report (metrics.json of rerank.bm25, rerank.fit and rerank.cv; rerank.rerank's output)
+METRICS = ("nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000")
 
 _ALIASES = {
     "map": "map",

@@ -11,6 +11,9 @@ dense-GELU-linear, for instance). Keeping the library's own classes means that:
   trained head;
 - a trained model saves to a folder that ``transformers`` and ``sentence_transformers.CrossEncoder`` load as is.
 
+Two changes make training cheaper without changing the model: BERT's last layer is evaluated at [CLS] only,
+and dropout masks on CPU are drawn by :mod:`rerank.dropout`.
+
 Example::
 
     >>> model = CrossEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
@@ -28,6 +31,9 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
+from .dropout import attention as fast_dropout_attention
+from .dropout import use_fast_dropout
+
 logger = logging.getLogger(__name__)
 
 
@@ -40,6 +46,7 @@ class CrossEncoder(nn.Module):
             raise ValueError(f"a cross-encoder has one output; this model has num_labels={model.config.num_labels}")
         self.model = model
         self.tokenizer = tokenizer
+        use_fast_dropout(model)
         _cls_only_last_layer(model)
 
     @classmethod
@@ -109,6 +116,14 @@ class CrossEncoder(nn.Module):
             self.tokenizer.save_pretrained(folder)
 
 
+def max_over_passages(row_scores: Tensor, pair_of_row: Tensor, pairs: int) -> Tensor:
+    """MaxP (Dai and Callan, SIGIR 2019): the score of each of ``pairs`` (query, document) pairs is the maximum
+    over its passages' rows; ``pair_of_row[i]`` is the pair of row ``i``. Differentiable (the gradient reaches
+    each pair's best row)."""
+    return row_scores.new_full((pairs,), float("-inf")).scatter_reduce(
+        0, pair_of_row, row_scores, "amax", include_self=False)
+
+
 def length_chunks(attention_mask: Tensor, chunk_size: int) -> list[tuple[Tensor, int]]:
     """Rows sorted by length (real tokens), ``chunk_size`` at a time, with each chunk's longest length."""
     lengths = attention_mask.sum(dim=1)
@@ -142,10 +157,9 @@ def _cls_only_forward(layer: nn.Module, hidden_states: Tensor, attention_mask: T
     value = attention.value(hidden_states).view(heads).transpose(1, 2)
     if attention_mask is not None and attention_mask.dim() == 4:
         attention_mask = attention_mask[:, :, :1]
-    context = nn.functional.scaled_dot_product_attention(
-        query, key, value, attn_mask=attention_mask, scale=attention.scaling,
-        dropout_p=attention.dropout.p if layer.training else 0.0)
-    attended = layer.attention.output(context.transpose(1, 2).reshape(batch, 1, -1), cls)
+    context, _ = fast_dropout_attention(attention, query, key, value, attention_mask, scaling=attention.scaling,
+                                        dropout=attention.dropout.p if layer.training else 0.0)
+    attended = layer.attention.output(context.reshape(batch, 1, -1), cls)
     return layer.output(layer.intermediate(attended), attended)
 
 

@@ -31,12 +31,11 @@ import torch.distributed as dist
 from torch import Tensor
 from transformers import get_linear_schedule_with_warmup
 
-from .bm25 import METRICS
 from .data.trec import Run, atomic_write, write_run
-from .evaluation import evaluate, trec_measure
+from .evaluation import METRICS, evaluate, trec_measure
 from .interpolation import DEFAULT_GRID, best_weight, interpolate
 from .losses import build as build_loss
-from .model import CrossEncoder
+from .model import CrossEncoder, max_over_passages
 
 
 class RerankModule(pl.LightningModule):
@@ -95,9 +94,8 @@ class RerankModule(pl.LightningModule):
         scores = self.model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"),
                             chunk_size=self.hparams.forward_chunk_size)
         if "passage_to_pair" in batch:
-            pairs = batch["passage_to_pair"]
-            scores = scores.new_full((int(pairs[-1]) + 1,), float("-inf")).scatter_reduce(
-                0, pairs, scores, "amax", include_self=False)
+            pair_of_row = batch["passage_to_pair"]
+            scores = max_over_passages(scores, pair_of_row, int(pair_of_row[-1]) + 1)
         return scores
 
     def setup(self, stage: str) -> None:

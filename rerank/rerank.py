@@ -13,13 +13,13 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from .bm25 import METRICS
 from .config import build, load_config
-from .data.collection import Collection, CollectionConfig
+from .data.collection import Collection, CollectionConfig, Documents
 from .data.trec import Run, read_run, write_run
-from .evaluation import evaluate
+from .evaluation import METRICS, evaluate
 from .reranker import PRECISIONS, Reranker
 
 
@@ -30,6 +30,22 @@ def collection_config(name: str) -> CollectionConfig:
     except FileNotFoundError:
         return CollectionConfig(ir_datasets=name)
     return build(CollectionConfig, (config.get("data") or {}).get("collection"), f"{name}: data.collection")
+
+
+class CandidateTexts(Mapping[str, str]):
+    """One query's candidates, ``{doc id: text}``, with each text read from the collection when it is scored."""
+
+    def __init__(self, doc_ids: Iterable[str], documents: Documents) -> None:
+        self.doc_ids, self.documents = list(doc_ids), documents
+
+    def __getitem__(self, doc_id: str) -> str:
+        return self.documents.text(doc_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.doc_ids)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
 
 
 def top(run: Run, depth: int) -> Run:
@@ -66,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     reranker = Reranker.from_pretrained(args.model, batch_size=args.batch_size, device=args.device,
                                         precision=args.precision, max_length=args.max_length, passages=args.passages,
                                         **({"max_query_length": args.max_query_length} if args.max_query_length else {}))
-    candidates = {qid: {doc: documents.text(doc) for doc in docs} for qid, docs in run.items()}
+    candidates = {qid: CandidateTexts(docs, documents) for qid, docs in run.items()}
     reranked = reranker.rerank_many(collection.queries, candidates)
     write_run(reranked, args.out, tag="rerank")
     report: dict[str, dict[str, float]] = {}

@@ -19,7 +19,7 @@ import torch
 
 from .data.tokenization import PairTokenizer
 from .data.trec import Run
-from .model import CrossEncoder
+from .model import CrossEncoder, max_over_passages
 
 PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 
@@ -67,16 +67,15 @@ class Reranker:
     def _score_chunk(self, queries: list[str], documents: list[str]) -> list[float]:
         rows, pair_of_row = self.tokenize.encode(queries, documents)
         order = sorted(range(len(pair_of_row)), key=lambda row: len(rows["input_ids"][row]))
-        best = torch.full((len(documents),), float("-inf"))
+        row_scores = torch.empty(len(pair_of_row))
         autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None else nullcontext())
         for start in range(0, len(order), self.batch_size):
             batch = order[start: start + self.batch_size]
             inputs = self.tokenize.pad({key: [values[row] for row in batch] for key, values in rows.items()})
             with autocast:
                 scores = self.model(**{key: value.to(self.device) for key, value in inputs.items()})
-            pairs = torch.tensor([pair_of_row[row] for row in batch])
-            best.scatter_reduce_(0, pairs, scores.float().cpu(), "amax")  # MaxP: the best passage
-        return best.tolist()
+            row_scores[batch] = scores.float().cpu()
+        return max_over_passages(row_scores, torch.tensor(pair_of_row), len(documents)).tolist()
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]:
         """Scores of ``documents`` for ``query``."""
@@ -89,9 +88,14 @@ class Reranker:
 
     def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Mapping[str, str]]) -> Run:
         """A run ``{query id: {doc id: score}}`` for ``candidates`` (``{query id: {doc id: text}}``), in batches
-        that mix queries."""
+        that mix queries. Texts are read ``chunk_size`` pairs at a time, so ``candidates`` may look them up lazily
+        (as ``python -m rerank.rerank`` does) and only one chunk's texts are held in memory."""
         keys = [(qid, doc) for qid, docs in candidates.items() for doc in docs]
-        scores = self.score_pairs([queries[qid] for qid, _ in keys], [candidates[qid][doc] for qid, doc in keys])
+        scores: list[float] = []
+        for start in range(0, len(keys), self.chunk_size):
+            chunk = keys[start: start + self.chunk_size]
+            scores += self._score_chunk([queries[qid] for qid, _ in chunk],
+                                        [candidates[qid][doc] for qid, doc in chunk])
         run: Run = {}
         for (qid, doc), score in zip(keys, scores):
             run.setdefault(qid, {})[doc] = score

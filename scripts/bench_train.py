@@ -6,18 +6,22 @@
 - (a) rerank: ``RerankModule`` + ``RerankDataModule`` through ``lightning.Trainer``, as a user runs it
   (data loading and tokenization included);
 - (b) the floor: a hand-written PyTorch loop (forward, loss, backward, AdamW) over the same batches,
-  tokenized beforehand and padded to their longest row;
+  tokenized beforehand, with the same model and forward (``CrossEncoder``, length-sorted chunks of ``--chunk``):
+  what (a) costs beyond it is Lightning's and the data pipeline's;
 - (c) ``sentence_transformers.cross_encoder.CrossEncoderTrainer`` with ``ListNetLoss`` on the same lists, model,
   list size, max length and batch.
 
 Also the padding efficiency (real tokens / computed tokens) of rerank's batches, with and without the
 length-sorted chunked forward, on Cranfield and NFCorpus candidates.
 
+``profile``: the share of a training step's CPU time taken by each operator (``torch.profiler``).
+
 ``memory``: peak RSS of one training step (forward, backward, optimizer) against list size, with and without
 gradient checkpointing, each in a fresh process.
 
     python scripts/bench_train.py --steps 12 --output docs/bench_train.json
     python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/bench_memory.json
+    python scripts/bench_train.py profile --steps 3
 """
 
 from __future__ import annotations
@@ -101,20 +105,28 @@ def bench_rerank(args: argparse.Namespace, output: Path) -> float:
     return pairs_per_second(clock.ends, args.list_size, args.warmup)
 
 
-def bench_loop(args: argparse.Namespace, output: Path) -> float:
+def training_batches(args: argparse.Namespace, output: Path, count: int) -> list[dict]:
+    """The first ``count`` batches of rerank's training data loader, tokenized."""
     data = data_module(args, output)
     data.prepare_data()
     data.setup("fit")
-    batches = list(islice(iter(data.train_dataloader()), args.steps))  # tokenized beforehand
+    return list(islice(iter(data.train_dataloader()), count))
+
+
+def forward_backward(model: CrossEncoder, batch: dict, chunk: int | None) -> None:
+    """ListNet on one batch of lists, and its backward pass, as rerank's training step computes them."""
+    scores = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"), chunk_size=chunk)
+    build("listnet")(scores.view_as(batch["mask"]), batch["labels"], batch["mask"]).backward()
+
+
+def bench_loop(args: argparse.Namespace, output: Path) -> float:
+    batches = training_batches(args, output, args.steps)  # tokenized beforehand
     torch.manual_seed(0)
     model = CrossEncoder.from_pretrained(args.model).train()
-    loss_head = build("listnet")
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
     ends = []
     for batch in batches:
-        scores = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))
-        loss = loss_head(scores.view_as(batch["mask"]), batch["labels"], batch["mask"])
-        loss.backward()
+        forward_backward(model, batch, args.chunk)
         optimizer.step()
         optimizer.zero_grad()
         ends.append(time.perf_counter())
@@ -190,6 +202,24 @@ def throughput(args: argparse.Namespace) -> dict:
     return {"pairs_per_second": results, "padding_efficiency": efficiency}
 
 
+def profile(args: argparse.Namespace, output: Path) -> dict:
+    """The operators that take a training step's CPU time (``torch.profiler``, ``--steps`` steps of the
+    throughput batches after one warm-up step, forward + ListNet + backward)."""
+    from torch.profiler import profile as profiler
+
+    batches = training_batches(args, output, args.steps + 1)
+    model = CrossEncoder.from_pretrained(args.model).train()
+    forward_backward(model, batches[0], args.chunk)
+    with profiler() as recorded:
+        for batch in batches[1:]:
+            forward_backward(model, batch, args.chunk)
+    events = recorded.key_averages()
+    total = sum(event.self_cpu_time_total for event in events)
+    print(events.table(sort_by="self_cpu_time_total", row_limit=12))
+    return {event.key: event.self_cpu_time_total / total for event in events
+            if event.self_cpu_time_total / total >= 0.01}
+
+
 def one_step_memory(args: argparse.Namespace, size: int, checkpointing: bool) -> dict:
     """Peak RSS growth (MiB) and seconds of one training step with ``size`` candidates of max length."""
     torch.manual_seed(0)
@@ -224,7 +254,7 @@ def memory(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", nargs="*", default=["throughput"], help="throughput | memory")
+    parser.add_argument("mode", nargs="*", default=["throughput"], help="throughput | memory | profile")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--list_size", type=int, default=16)
     parser.add_argument("--max_length", type=int, default=256)
@@ -239,7 +269,11 @@ def main() -> None:
     if args.mode[0] == "_one":
         print(json.dumps(one_step_memory(args, int(args.mode[1]), bool(int(args.mode[2])))))
         return
-    result = memory(args) if args.mode[0] == "memory" else throughput(args)
+    if args.mode[0] == "profile":
+        with tempfile.TemporaryDirectory() as scratch:
+            result = profile(args, Path(scratch) / "profile")
+    else:
+        result = memory(args) if args.mode[0] == "memory" else throughput(args)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         report = {"machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),

@@ -15,7 +15,7 @@ from scipy import stats
 from rerank import compare, cv
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import kfold
-from rerank.data.trec import read_run
+from rerank.data.trec import read_run, write_run
 from rerank.evaluation import evaluate
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
@@ -83,3 +83,23 @@ def test_compare_reports_bonferroni_corrected_paired_t_tests(cv_dir: tuple[Path,
     assert table.splitlines()[0] == "| system | " + " | ".join(compare.MEASURES) + " |"
     assert f"{report['results']['listnet'].mean['nDCG@20']:.4f}" in table
     assert (tmp_path / "per_query_ndcg20.png").stat().st_size > 1000 and (tmp_path / "per_fold.png").is_file()
+    systems = (("bm25", "bm25.run"), ("listnet", "test.run"), ("listnet/interpolated", "test.interpolated.run"))
+    for system, name in systems:
+        plotted = compare.fold_values(folder, system, compare.PER_FOLD_MEASURES)  # the bars of per_fold.png
+        assert list(plotted) == [1, 2]
+        run = read_run(folder / name)  # all folds' test queries
+        for fold in (1, 2):
+            fold_queries = sorted(read_run(folder / f"fold{fold}" / "runs" / "test.run"))
+            expected = evaluate({q: run[q] for q in fold_queries}, {q: qrels[q] for q in fold_queries}, ["MAP"])
+            assert plotted[fold]["MAP"] == pytest.approx(expected.mean["MAP"], abs=1e-6)
+
+
+def test_compare_names_run_files_with_the_same_stem_by_their_folder(tmp_path: Path) -> None:
+    for system in ("hinge", "smoothi"):
+        (tmp_path / system).mkdir()
+        write_run({"1": {"d1": 1.0}}, tmp_path / system / "test.run")
+    files = [str(tmp_path / system / "test.run") for system in ("hinge", "smoothi")]
+    assert list(compare.load_systems(files)) == ["hinge/test", "smoothi/test"]
+    assert list(compare.load_systems(files[:1])) == ["test"]
+    with pytest.raises(ValueError, match="two systems would be named 'hinge/test'"):
+        compare.load_systems(files[:1] * 2)

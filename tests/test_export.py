@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning.pytorch as pl
 import numpy as np
@@ -97,6 +98,22 @@ def test_reranker_api_ranks_and_batches_across_queries(trained: tuple[RerankModu
     assert len(texts) == 4  # max_passages
     assert maxp.score(QUERIES[0], [long_document])[0] == pytest.approx(
         max(passages.score(QUERIES[0], texts)), abs=1e-4)
+
+
+def test_rerank_many_reads_texts_one_chunk_at_a_time(trained: tuple[RerankModule, Path],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _, folder = trained
+    reranker = Reranker.from_pretrained(str(folder), max_length=64, chunk_size=2)
+    documents = {f"d{i}": text for i, text in enumerate(DOCUMENTS[:3])}
+    read: list[str] = []
+    scored_after: list[int] = []  # how many texts had been read when each chunk was scored
+    score_chunk = reranker._score_chunk
+    monkeypatch.setattr(reranker, "_score_chunk",
+                        lambda queries, texts: scored_after.append(len(read)) or score_chunk(queries, texts))
+    lazy = rerank.CandidateTexts(documents, SimpleNamespace(text=lambda doc: read.append(doc) or documents[doc]))
+    run = reranker.rerank_many({"q": QUERIES[0]}, {"q": lazy})
+    assert scored_after == [2, 3] and read == list(documents)
+    assert run["q"] == pytest.approx(dict(zip(documents, reranker.score(QUERIES[0], DOCUMENTS[:3]))), abs=1e-6)
 
 
 def test_interrupted_export_leaves_the_old_folder(trained: tuple[RerankModule, Path], tmp_path: Path,

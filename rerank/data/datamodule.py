@@ -103,6 +103,7 @@ class RerankDataModule(pl.LightningDataModule):
         self.collection = Collection(collection)
         self.split: Split | None = None
         self.lists: dict[str, list[Candidates]] = {}
+        self._evaluation: dict[str, EvaluationBatches] = {}
         self._train_sampler: TrainingSampler | None = None
         self._resume: tuple[int, int] | None = None
 
@@ -176,9 +177,11 @@ class RerankDataModule(pl.LightningDataModule):
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
 
     def _evaluation_dataloader(self, split: str) -> DataLoader:
-        documents = self.collection.documents
-        dataset = EvaluationBatches(self.lists[split], documents, self.eval_batch_size,
-                                    length=lambda doc: len(documents.text(doc)))
+        if split not in self._evaluation:  # sorted by document length once, not at every validation
+            documents = self.collection.documents
+            self._evaluation[split] = EvaluationBatches(self.lists[split], documents, self.eval_batch_size,
+                                                        length=lambda doc: len(documents.text(doc)))
+        dataset = self._evaluation[split]
         world, rank = self._world()
         return DataLoader(dataset, batch_size=None, sampler=ShardSampler(dataset, world, rank),
                           collate_fn=PairCollator(self._tokenizer()), num_workers=self.num_workers)
