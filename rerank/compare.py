@@ -25,7 +25,7 @@ from .evaluation import evaluate
 from .rerank import collection_config
 
 MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
-PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")  # those rerank.fit writes to each fold's metrics.json
+PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")  # among those rerank.cv reports per fold
 
 
 def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
@@ -83,11 +83,14 @@ def markdown(report: dict) -> str:
 
 def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[int, dict[str, float]]:
     """``{test fold: {measure: value}}`` of ``system`` (``bm25``, a cv directory's name, or ``<name>/interpolated``)
-    from the fold runs' ``metrics.json`` in the cv directory ``folder``."""
+    from the cv directory's ``cv_metrics.json``."""
     key = "bm25" if system == "bm25" else "interpolated" if system.endswith("/interpolated") else "reranker"
-    folds = json.loads((folder / "cv_metrics.json").read_text())["folds"]
-    return {fold: {measure: json.loads((folder / f"fold{fold}" / "metrics.json").read_text())[key][measure]
-                   for measure in measures} for fold in folds}
+    report = json.loads((folder / "cv_metrics.json").read_text())
+    if "per_fold" not in report:
+        raise ValueError(f"{folder / 'cv_metrics.json'} has no per-fold values (an older rerank.cv wrote it); rerun "
+                         "the same rerank.cv command to refresh it (finished folds are not retrained)")
+    return {fold: {measure: values[measure] for measure in measures}
+            for fold, values in zip(report["folds"], report["per_fold"][key])}
 
 
 def _color(index: int) -> tuple[float, ...]:

@@ -5,7 +5,7 @@ Runs ``rerank.fit`` once per test fold (``DIR/fold<k>``, each in its own process
 ``metrics.json`` already exists, so an interrupted cross-validation resumes where it stopped. Then it
 concatenates the per-fold test runs into ``DIR/test.run`` (and ``DIR/bm25.run``, the re-ranked candidates,
 ``DIR/test.interpolated.run`` when interpolation is on) and writes ``DIR/cv_metrics.json``: the metrics over all
-queries, and the mean and standard error over folds. Options after the known ones go to ``rerank.fit``
+queries, each fold's, and their mean and standard error over folds. Options after the known ones go to ``rerank.fit``
 (e.g. ``--trainer.max_epochs 3``).
 """
 
@@ -71,13 +71,14 @@ def summarise(folder: Path, folds: list[int], qrels: dict) -> dict:
             runs["interpolated"].update(read_run(fold_dir / "runs" / "test.interpolated.run"))
         for system, values in metrics.items():
             per_fold[system].append({name: values[name] for name in METRICS})
-    report: dict = {"folds": folds, "all_queries": {}, "over_folds": {}}
+    report: dict = {"folds": folds, "all_queries": {}, "over_folds": {}, "per_fold": {}}
     for system, run in runs.items():
         if not run:
             continue
         write_run(run, folder / SYSTEMS[system], tag=system)
         report["all_queries"][system] = evaluate(run, {q: qrels[q] for q in run if q in qrels}, METRICS).mean
         values = per_fold[system]
+        report["per_fold"][system] = values  # in the order of ``folds``
         report["over_folds"][system] = {
             name: {"mean": statistics.fmean(v[name] for v in values),
                    "stderr": statistics.stdev(v[name] for v in values) / math.sqrt(len(values)) if len(values) > 1

@@ -12,8 +12,9 @@ length close to their own (and long documents do not make every batch long); sco
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import nullcontext
+from itertools import islice
 
 import torch
 
@@ -56,12 +57,14 @@ class Reranker:
         return cls(CrossEncoder.from_pretrained(name_or_path), **options)
 
     @torch.inference_mode()
-    def score_pairs(self, queries: Sequence[str], documents: Sequence[str]) -> list[float]:
-        """The score of each (query, document) pair, in input order."""
+    def score_pairs(self, queries: Iterable[str], documents: Iterable[str]) -> list[float]:
+        """The score of each (query, document) pair, in input order. The pairs are drawn ``chunk_size`` at a time,
+        so lazily produced texts are only held one chunk at a time."""
+        pairs = zip(queries, documents)
         scores: list[float] = []
-        for start in range(0, len(queries), self.chunk_size):
-            scores += self._score_chunk(list(queries[start: start + self.chunk_size]),
-                                        list(documents[start: start + self.chunk_size]))
+        while chunk := list(islice(pairs, self.chunk_size)):
+            chunk_queries, chunk_documents = zip(*chunk)
+            scores += self._score_chunk(list(chunk_queries), list(chunk_documents))
         return scores
 
     def _score_chunk(self, queries: list[str], documents: list[str]) -> list[float]:
@@ -91,11 +94,7 @@ class Reranker:
         that mix queries. Texts are read ``chunk_size`` pairs at a time, so ``candidates`` may look them up lazily
         (as ``python -m rerank.rerank`` does) and only one chunk's texts are held in memory."""
         keys = [(qid, doc) for qid, docs in candidates.items() for doc in docs]
-        scores: list[float] = []
-        for start in range(0, len(keys), self.chunk_size):
-            chunk = keys[start: start + self.chunk_size]
-            scores += self._score_chunk([queries[qid] for qid, _ in chunk],
-                                        [candidates[qid][doc] for qid, doc in chunk])
+        scores = self.score_pairs((queries[qid] for qid, _ in keys), (candidates[qid][doc] for qid, doc in keys))
         run: Run = {}
         for (qid, doc), score in zip(keys, scores):
             run.setdefault(qid, {})[doc] = score
