@@ -1,8 +1,10 @@
 """Forward+backward time and peak memory of every loss head, beside allRank's where it has the same loss.
 
-Each (implementation, loss, list size) runs in a fresh subprocess so that its peak memory is its own: peak RSS
-growth over the process's baseline on CPU, ``torch.cuda.max_memory_allocated`` on CUDA. Inputs: Q lists of N
-candidates, each list padded (3/4 to all of N real candidates), labels 0-4.
+Times: for each (loss, list size), one fresh subprocess times rerank's loss and allRank's (where it has the
+same loss) on the same inputs, taking turns in rounds of 0.1 s, so that the drift of a shared machine touches
+both alike. Peak memory: a fresh subprocess per implementation, peak RSS growth over the process's baseline on
+CPU, ``torch.cuda.max_memory_allocated`` on CUDA. Inputs: Q lists of N candidates, each list padded (3/4 to all
+of N real candidates), labels 0-4.
 
     python scripts/bench_losses.py --output docs/bench_losses.json
     python scripts/bench_losses.py --sizes 10 100 --losses softndcg listnet --repeats 3
@@ -82,14 +84,43 @@ def _rss_mib() -> float:
         return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def measure(
-    implementation: str, name: str, queries: int, size: int, repeats: int, device: str, min_seconds: float
-) -> dict:
-    """Median forward+backward milliseconds and peak memory (MiB) of one loss on one input size.
+def _call_seconds(function: Callable, scores: torch.Tensor, device: str) -> float:
+    leaf = scores.clone().requires_grad_()
+    start = time.perf_counter()
+    function(leaf).backward()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
 
-    Runs at least ``repeats`` timed calls and keeps going until ``min_seconds`` have passed, so that
-    sub-millisecond losses are timed over hundreds of calls.
+
+def time_interleaved(name: str, implementations: list[str], queries: int, size: int, repeats: int, device: str,
+                     min_seconds: float, round_seconds: float = 0.1) -> dict[str, dict]:
+    """Median forward+backward milliseconds of one loss under each implementation, on the same inputs.
+
+    The implementations take turns, each for ``round_seconds`` (at least one call) per round, until every one has
+    made ``repeats`` timed calls and ``min_seconds`` have passed: a shared machine's drift over the run then
+    touches all of them alike, which separate processes run one after the other cannot promise.
     """
+    scores, labels, mask = _inputs(queries, size, device)
+    functions = {implementation: _callable(implementation, name, labels, mask) for implementation in implementations}
+    for function in functions.values():
+        _call_seconds(function, scores, device)  # warm-up
+    times: dict[str, list[float]] = {implementation: [] for implementation in implementations}
+    started = time.perf_counter()
+    while min(map(len, times.values())) < repeats or time.perf_counter() - started < min_seconds:
+        for implementation, function in functions.items():
+            round_started = time.perf_counter()
+            while True:
+                times[implementation].append(_call_seconds(function, scores, device))
+                if time.perf_counter() - round_started >= round_seconds:
+                    break
+    return {implementation: {"median_ms": 1000 * statistics.median(values), "calls": len(values)}
+            for implementation, values in times.items()}
+
+
+def peak_memory(implementation: str, name: str, queries: int, size: int, device: str) -> dict:
+    """Peak memory (MiB) of two forward+backward calls in this process: RSS growth over the process's
+    baseline on CPU, ``torch.cuda.max_memory_allocated`` on CUDA."""
     scores, labels, mask = _inputs(queries, size, device)
     function = _callable(implementation, name, labels, mask)
     baseline = _rss_mib()
@@ -97,29 +128,36 @@ def measure(
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         allocated = torch.cuda.memory_allocated()
-    times = []
-    started = time.perf_counter()
-    while len(times) <= repeats or time.perf_counter() - started < min_seconds:  # the first call warms up
-        leaf = scores.clone().requires_grad_()
-        start = time.perf_counter()
-        function(leaf).backward()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
+    for _ in range(2):
+        _call_seconds(function, scores, device)
     if device == "cuda":
         peak = (torch.cuda.max_memory_allocated() - allocated) / 2**20
     else:
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - baseline
-    return {"median_ms": 1000 * statistics.median(times[1:]), "calls": len(times) - 1, "peak_mib": max(peak, 0.0)}
+    return {"peak_mib": max(peak, 0.0)}
 
 
-def _run_isolated(args: argparse.Namespace, implementation: str, name: str, size: int) -> dict:
-    command = [sys.executable, __file__, "--_one", implementation, name, str(size), "--queries", str(args.queries),
-               "--repeats", str(args.repeats), "--min-seconds", str(args.min_seconds), "--device", args.device]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+def _run_isolated(args: argparse.Namespace, mode: str, name: str, size: int, implementations: list[str]) -> dict:
+    """One measurement in a fresh process (so that its peak memory is its own and a crash or timeout is contained)."""
+    command = [sys.executable, __file__, "--_one", mode, name, str(size), ",".join(implementations),
+               "--queries", str(args.queries), "--repeats", str(args.repeats),
+               "--min-seconds", str(args.min_seconds), "--device", args.device]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {args.timeout:.0f} s"}
     if done.returncode != 0:
         return {"error": (done.stderr.strip().splitlines() or ["failed"])[-1]}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _measure_one(args: argparse.Namespace) -> dict:
+    mode, name, size, implementations = args._one
+    size, implementations = int(size), implementations.split(",")
+    if mode == "time":
+        return time_interleaved(name, implementations, args.queries, size, args.repeats, args.device,
+                                args.min_seconds)
+    return peak_memory(implementations[0], name, args.queries, size, args.device)
 
 
 def main() -> None:
@@ -132,12 +170,10 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per measurement")
     parser.add_argument("--output", type=Path, help="write the results as JSON here")
-    parser.add_argument("--_one", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--_one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._one:
-        implementation, name, size = args._one
-        result = measure(implementation, name, args.queries, int(size), args.repeats, args.device, args.min_seconds)
-        print(json.dumps(result))
+        print(json.dumps(_measure_one(args)))
         return
 
     implementations = ["rerank"] + (["allRank"] if _allrank_losses() is not None else [])
@@ -148,20 +184,23 @@ def main() -> None:
     table.add_column("impl")
     for size in args.sizes:
         table.add_column(f"N={size}", justify="right")
+    rows: dict[tuple[str, str], list[str]] = {}
     with console.status("measuring") as status:
         for name in args.losses:
-            for implementation in implementations:
-                if implementation == "allRank" and name not in ALLRANK:
-                    continue
-                cells = []
-                for size in args.sizes:
-                    status.update(f"{implementation} {name} N={size}")
-                    result = {"loss": name, "implementation": implementation, "queries": args.queries,
-                              "size": size, "device": args.device,
-                              **_run_isolated(args, implementation, name, size)}
+            compared = [i for i in implementations if i == "rerank" or name in ALLRANK]
+            for size in args.sizes:
+                status.update(f"{name} N={size}: time ({' and '.join(compared)}, taking turns)")
+                times = _run_isolated(args, "time", name, size, compared)
+                for implementation in compared:
+                    status.update(f"{name} N={size}: peak memory of {implementation}")
+                    memory = _run_isolated(args, "memory", name, size, [implementation])
+                    result = {"loss": name, "implementation": implementation, "queries": args.queries, "size": size,
+                              "device": args.device, **times.get(implementation, times), **memory}
                     results.append(result)
-                    cells.append(result.get("error") or f"{result['median_ms']:.2f} / {result['peak_mib']:.0f}")
-                table.add_row(name, implementation, *cells)
+                    cell = result.get("error") or f"{result['median_ms']:.2f} / {result['peak_mib']:.0f}"
+                    rows.setdefault((name, implementation), []).append(cell)
+    for (name, implementation), cells in rows.items():
+        table.add_row(name, implementation, *cells)
     console.print(table)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)

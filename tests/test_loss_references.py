@@ -145,6 +145,20 @@ def test_listmle_equals_plackett_luce_likelihood() -> None:
     assert build("listmle")(scores, labels).item() == pytest.approx(-math.log(likelihood))
 
 
+def test_listmle_tails_that_underflow_take_the_exact_path() -> None:
+    """Scores 100 apart: exp(s - max) underflows in float32, so the tail sums fall back to logcumsumexp."""
+    s = [0.0, -100.0, 50.0, -200.0]
+    labels = torch.tensor([[1, 0, 2, 1, 3]])  # the last slot is padding (and would come first if it were real)
+    scores = torch.tensor([s + [7.0]], requires_grad=True)
+    mask = torch.tensor([[True, True, True, True, False]])
+    value = build("listmle")(scores, labels, mask)
+    value.backward()
+    ideal = [2, 0, 3, 1]  # decreasing label, ties in list order
+    expected = sum(math.log(sum(math.exp(s[d] - s[doc]) for d in ideal[r:])) for r, doc in enumerate(ideal))
+    assert value.item() == pytest.approx(expected, rel=1e-6)
+    assert torch.isfinite(scores.grad).all() and scores.grad[0, -1] == 0
+
+
 def test_listnet_is_top_one_cross_entropy() -> None:
     scores, labels = random_lists(1, 5, seed=14, dtype=torch.float64)
     s, y = scores[0].tolist(), labels[0].tolist()

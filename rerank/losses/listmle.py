@@ -26,9 +26,10 @@ _UNDERFLOW = 1e-30  # a tail sum below this (relative to the list maximum) may h
 class ListMLE(RankingLoss):
     """Plackett-Luce negative log-likelihood of the label ordering."""
 
+    exclude_padded = True  # padded labels sort last, and padded scores add exactly 0 to every tail sum
+
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-        keyed = torch.where(mask, labels, torch.full_like(labels, -1.0))  # padded slots last
-        order = keyed.sort(dim=-1, descending=True, stable=True).indices
+        order = labels.sort(dim=-1, descending=True, stable=True).indices
         ordered = scores.gather(-1, order)
         real = mask.gather(-1, order)
         terms = torch.where(real, _log_tail_sums(ordered, real) - ordered, 0.0)
@@ -36,14 +37,14 @@ class ListMLE(RankingLoss):
 
 
 def _log_tail_sums(values: Tensor, real: Tensor) -> Tensor:
-    """``log sum_{t >= r} exp(values_t)`` over the real entries, for every position r.
+    """``log sum_{t >= r} exp(values_t)`` for every position r (padded values are ``EXCLUDED``: they add 0).
 
     A cumulative sum of ``exp(values - max)`` is several times faster than ``torch.logcumsumexp`` on CPU and
-    exact unless some tail is so far below the maximum that its exponentials underflow; then it falls back.
+    exact unless some real tail is so far below the maximum that its exponentials underflow; then it falls back.
     """
-    top = torch.where(real, values, -torch.inf).amax(dim=-1, keepdim=True).detach()
-    tails = torch.where(real, (values - top).exp(), 0.0).flip(-1).cumsum(dim=-1).flip(-1)
-    if bool(torch.where(real, tails, 1.0).amin() > _UNDERFLOW):
+    top = values.detach().amax(dim=-1, keepdim=True)
+    tails = (values - top).exp().flip(-1).cumsum(dim=-1).flip(-1)
+    tails = torch.where(real, tails, 1.0)  # padded positions' tails are 0: log 1 keeps their gradient finite
+    if bool(tails.amin() > _UNDERFLOW):
         return tails.log() + top
-    return torch.logcumsumexp(torch.where(real, values, -torch.inf).flip(-1), dim=-1).flip(-1)
-
+    return torch.logcumsumexp(values.flip(-1), dim=-1).flip(-1)

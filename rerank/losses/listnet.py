@@ -17,8 +17,6 @@ Example::
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .base import RankingLoss
@@ -27,7 +25,13 @@ from .base import RankingLoss
 class ListNet(RankingLoss):
     """Top-one cross-entropy ``-sum_j softmax(y)_j log softmax(s)_j``."""
 
-    def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-        excluded = torch.where(mask, scores.new_zeros(()), torch.finfo(scores.dtype).min)  # padded: probability 0
-        target = torch.softmax(labels + excluded, dim=-1)
-        return F.cross_entropy(scores + excluded, target, reduction="none")  # one fused -sum(t * log_softmax(s))
+    exclude_padded = True  # padded scores and labels at EXCLUDED: probability exactly 0 in both softmaxes
+
+    def weighted_sum(self, scores: Tensor, labels: Tensor, mask: Tensor, weights: Tensor) -> Tensor:
+        """``sum_q w_q L_q = sum_{q,j} (-w_q P_y(j)) log P_s(j)``: the weights ride on the targets.
+
+        One product-sum over the whole batch instead of a per-query sum, a negation and a dot product: at 100
+        candidates the loss costs a few dozen microseconds, most of them per op.
+        """
+        target = labels.softmax(dim=-1).mul_(-weights)
+        return (scores.log_softmax(dim=-1) * target).sum()
