@@ -80,6 +80,14 @@ def data_module(args: argparse.Namespace, output: Path, collection: str = "cranf
         max_query_length=32, num_workers=args.num_workers)
 
 
+def training_data(args: argparse.Namespace, output: Path, collection: str = "cranfield") -> RerankDataModule:
+    """The data module, prepared and set up for fitting (for the measurements that read its batches directly)."""
+    data = data_module(args, output, collection)
+    data.prepare_data()
+    data.setup("fit")
+    return data
+
+
 class StepClock(pl.Callback):
     """Wall-clock time at the end of every training step."""
 
@@ -107,10 +115,7 @@ def bench_rerank(args: argparse.Namespace, output: Path) -> float:
 
 def training_batches(args: argparse.Namespace, output: Path, count: int) -> list[dict]:
     """The first ``count`` batches of rerank's training data loader, tokenized."""
-    data = data_module(args, output)
-    data.prepare_data()
-    data.setup("fit")
-    return list(islice(iter(data.train_dataloader()), count))
+    return list(islice(iter(training_data(args, output).train_dataloader()), count))
 
 
 def forward_backward(model: CrossEncoder, batch: dict, chunk: int | None) -> None:
@@ -140,10 +145,7 @@ def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float
     from sentence_transformers.cross_encoder.losses import ListNetLoss
     from transformers import TrainerCallback
 
-    data = data_module(args, output)
-    data.prepare_data()
-    data.setup("fit")
-    dataset = data.train_dataloader().dataset
+    dataset = training_data(args, output).train_dataloader().dataset
     rows = [dataset[(0, index % len(dataset))] for index in range(args.steps)]
     train = Dataset.from_dict({"query": [row["query"] for row in rows], "docs": [row["documents"] for row in rows],
                                "labels": [[float(label) for label in row["labels"]] for row in rows]})
@@ -167,11 +169,8 @@ def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float
 
 
 def padding_efficiency(args: argparse.Namespace, output: Path, collection: str, chunk: int | None) -> float:
-    data = data_module(args, output, collection)
-    data.prepare_data()
-    data.setup("fit")
     real = computed = 0
-    for batch in islice(iter(data.train_dataloader()), 100):
+    for batch in islice(iter(training_data(args, output, collection).train_dataloader()), 100):
         mask = batch["attention_mask"]
         real += int(mask.sum())
         chunks = length_chunks(mask, chunk or mask.shape[0])
