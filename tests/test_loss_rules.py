@@ -20,12 +20,13 @@ def _loss_and_grad(name: str, scores: torch.Tensor, labels: torch.Tensor, mask: 
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_padding_changes_neither_loss_nor_gradients(name: str) -> None:
+@pytest.mark.parametrize(("garbage_score", "garbage_label"), [(123.0, 4), (float("inf"), -1), (float("nan"), 0)])
+def test_padding_changes_neither_loss_nor_gradients(name: str, garbage_score: float, garbage_label: int) -> None:
     scores, labels = random_lists(3, 7, seed=1, dtype=torch.float64)
     alone, alone_grad = _loss_and_grad(name, scores, labels)
-    # interleave padded slots holding garbage scores and labels
-    padded_scores = torch.full((3, 11), 123.0, dtype=torch.float64)
-    padded_labels = torch.full((3, 11), 4)
+    # interleave padded slots holding garbage scores (finite, or not: another code path) and labels
+    padded_scores = torch.full((3, 11), garbage_score, dtype=torch.float64)
+    padded_labels = torch.full((3, 11), garbage_label)
     mask = torch.zeros(3, 11, dtype=torch.bool)
     real = [0, 2, 3, 5, 6, 8, 10]
     padded_scores[:, real], padded_labels[:, real], mask[:, real] = scores, labels, True
