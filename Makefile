@@ -15,9 +15,11 @@ SHARED ?= ../shared
 OUTPUT ?= runs/cranfield
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# ir_datasets writes into its home, so the read-only seed is copied once to a writable place
+# Seeded caches, when $(SHARED) has them: Hugging Face's is read in place (offline), ir_datasets' is copied once to
+# a writable place (ir_datasets writes into its home). Without them, the normal downloads happen.
 IRDS_HOME := $(HOME)/.cache/rerank/irds_home
-OFFLINE := HF_HOME=$${HF_HOME:-$(abspath $(SHARED))/hf_home} HF_HUB_OFFLINE=1 IR_DATASETS_HOME=$${IR_DATASETS_HOME:-$(IRDS_HOME)}
+CACHES := $(if $(wildcard $(SHARED)/hf_home),HF_HOME=$${HF_HOME:-$(abspath $(SHARED))/hf_home} HF_HUB_OFFLINE=1) \
+          $(if $(wildcard $(SHARED)/irds_home),IR_DATASETS_HOME=$${IR_DATASETS_HOME:-$(IRDS_HOME)})
 
 .PHONY: setup run test bench-losses
 
@@ -35,10 +37,12 @@ setup: $(STAMP)
 # The main job: train MiniLM on Cranfield (configs/cranfield.yaml), test it, export it to $(OUTPUT)/model.
 run: setup
 	test -d $(IRDS_HOME) || ! test -d $(SHARED)/irds_home || (mkdir -p $(dir $(IRDS_HOME)) && cp -r $(SHARED)/irds_home $(IRDS_HOME))
-	$(OFFLINE) $(BIN)/python -m rerank.fit --config cranfield.yaml --output_dir $(OUTPUT)
+	$(CACHES) $(BIN)/rerank fit --config cranfield.yaml --output_dir $(OUTPUT)
 
 bench-losses: setup
 	$(BIN)/python scripts/bench_losses.py --output outputs/bench_losses.json
 
+# The tests, after the linter (ruff, configured in pyproject.toml).
 test: setup
+	$(BIN)/ruff check rerank tests scripts
 	$(BIN)/python -m pytest

@@ -1,0 +1,47 @@
+"""rerank: train, evaluate and export BERT cross-encoder re-rankers with listwise ranking losses.
+
+The public API (everything else is an implementation detail that may move)::
+
+    from rerank import Reranker, RerankModule, RerankDataModule, build, evaluate
+
+- :class:`Reranker`: score and re-rank with a trained (exported) model, from Python.
+- :class:`RerankModule` (``model:`` in configs) and :class:`RerankDataModule` (``data:``): the Lightning pieces
+  that ``rerank fit`` trains, with their configuration dataclasses :class:`CollectionConfig`,
+  :class:`FirstStageConfig`, :class:`FoldsConfig` and :class:`TokenizationConfig`.
+- :data:`LOSSES`, :func:`build`, :class:`RankingLoss`: the loss heads.
+- :func:`evaluate`: trec_eval measures of a run.
+- :class:`CrossEncoderModel`: the scoring model; :class:`RunDirectory`: where ``rerank fit`` writes.
+
+The command line is ``rerank <command>`` (:mod:`rerank.cli`).
+"""
+
+from .cross_encoder import CrossEncoderModel
+from .data.collection import CollectionConfig
+from .data.datamodule import RerankDataModule
+from .data.folds import FoldsConfig
+from .data.tokenization import TokenizationConfig
+from .evaluation import evaluate
+from .first_stage import FirstStageConfig
+from .lightning_module import RerankModule
+from .losses import LOSSES, RankingLoss, build
+from .reranker import Reranker
+from .run_directory import RunDirectory
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "LOSSES",
+    "CollectionConfig",
+    "CrossEncoderModel",
+    "FirstStageConfig",
+    "FoldsConfig",
+    "RankingLoss",
+    "RerankDataModule",
+    "RerankModule",
+    "Reranker",
+    "RunDirectory",
+    "TokenizationConfig",
+    "__version__",
+    "build",
+    "evaluate",
+]

@@ -20,18 +20,18 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import pytrec_eval
 
+from .data.trec import Qrels, Run
+
 logger = logging.getLogger(__name__)
 
-Run = Mapping[str, Mapping[str, float]]
-Qrels = Mapping[str, Mapping[str, int]]
 
 DEFAULT_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
-# What the commands report (metrics.json of rerank.bm25, rerank.fit and rerank.cv; rerank.rerank's output)
+# What the commands report by default (model.metrics: metrics.json of rerank fit, bm25, predict and cv)
 METRICS = ("nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000")
 
 _ALIASES = {

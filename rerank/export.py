@@ -1,30 +1,30 @@
-"""Export a trained re-ranker: ``python -m rerank.export --ckpt CHECKPOINT --out DIR [--onnx]``.
+"""Export a trained re-ranker to a folder that ``transformers`` and ``sentence-transformers`` load as is.
 
-The folder holds ``config.json``, ``model.safetensors`` and the tokenizer in the Hugging Face layout, so that
-``transformers.AutoModelForSequenceClassification.from_pretrained(DIR)`` and
+The folder holds ``config.json`` (with the tokenization the model was trained and evaluated with, key
+``rerank``), ``model.safetensors`` and the tokenizer (``model_max_length`` = the trained ``max_length``) in the
+Hugging Face layout, so that ``transformers.AutoModelForSequenceClassification.from_pretrained(DIR)`` and
 ``sentence_transformers.CrossEncoder(DIR)`` load it (the config tells sentence-transformers to return the raw
-score, not a sigmoid of it), plus a model card (``README.md``). With ``--onnx``, ``model.onnx`` takes
+score, not a sigmoid of it), plus a model card (``README.md``). With ``onnx``, ``model.onnx`` takes
 ``input_ids``, ``attention_mask`` (and ``token_type_ids``) with dynamic batch and sequence axes and returns
-``scores``; it is checked against PyTorch on sample pairs before the folder is published. The folder appears
-complete or not at all. ``rerank.fit`` exports its best checkpoint to ``<output_dir>/model`` by itself.
+``scores``, traced from the stock Hugging Face modules; it is checked against PyTorch on sample pairs before
+the folder is published. The folder appears complete or not at all (:func:`rerank.atomic.atomic_directory`).
+``rerank fit`` exports its best checkpoint to ``<output_dir>/model``; ``rerank export`` exports any checkpoint.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import copy
 import logging
-import shutil
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
 
-from .model import CrossEncoder
-from .module import RerankModule
+from . import speedups
+from .atomic import atomic_directory
+from .cross_encoder import CrossEncoderModel
+from .run_directory import RunDirectory
 
 logger = logging.getLogger(__name__)
 
@@ -38,44 +38,29 @@ SAMPLE_PAIRS = [
 ]
 
 
-def export(model: CrossEncoder, out: str | Path, card: dict[str, Any] | None = None, onnx: bool = False) -> Path:
+def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | None = None,
+           onnx: bool = False) -> Path:
     """Write ``model`` to the folder ``out`` (replacing it), atomically; returns ``out``."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_directory(out) as staging:
         model.model.config.sentence_transformers = {"activation_fn": IDENTITY}
         model.save_pretrained(str(staging))
         (staging / "README.md").write_text(model_card(card or {}), encoding="utf-8")
         if onnx:
             export_onnx(model, staging / "model.onnx")
-        _replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 
-def _replace(staging: Path, out: Path) -> None:
-    """Move ``staging`` to ``out``; an existing ``out`` is removed only once the new folder is in place."""
-    if out.exists():
-        retired = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
-        out.replace(retired / out.name)
-        staging.replace(out)
-        shutil.rmtree(retired, ignore_errors=True)
-    else:
-        staging.replace(out)
-
-
-def export_onnx(model: CrossEncoder, path: Path) -> float:
-    """ONNX graph of the scoring function with dynamic axes; returns the largest difference to PyTorch.
+def export_onnx(model: CrossEncoderModel, path: Path) -> float:
+    """ONNX graph of the scoring function (stock modules) with dynamic axes; the largest difference to PyTorch.
 
     Raises:
         ValueError: ONNX Runtime's scores differ from PyTorch's by more than ``ONNX_TOLERANCE``.
     """
     import onnxruntime
 
-    model = model.eval()
+    model = copy.deepcopy(model).eval()
+    speedups.disable(model.model)
     encoded = model.tokenizer([q for q, _ in SAMPLE_PAIRS], [d for _, d in SAMPLE_PAIRS], padding=True,
                               truncation="only_second", max_length=128, return_tensors="pt")
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded]
@@ -96,15 +81,19 @@ def export_onnx(model: CrossEncoder, path: Path) -> float:
 def model_card(card: dict[str, Any]) -> str:
     """The folder's README.md: base model, loss head, training data and fold, test metrics, command."""
     hparams, data = card.get("model", {}), card.get("data", {})
-    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking", "tags: [cross-encoder, rerank]",
+    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking",
+             "tags: [cross-encoder, rerank]",
              "---", "", "# Cross-encoder re-ranker trained with rerank", "",
              "Scores `[CLS] query [SEP] document [SEP]` with one output (higher = more relevant).", "",
              f"- Base model: `{hparams.get('model_name', 'unknown')}`",
              f"- Loss head: `{hparams.get('loss', 'unknown')}` with parameters `{hparams.get('loss_args') or {}}`"]
+    if hparams.get("tokenization"):
+        lines.append(f"- Tokenization (used by rerank when re-ranking with this folder): "
+                     f"`{yaml.safe_dump(hparams['tokenization'], default_flow_style=True).strip()}`")
     if data:
         lines += [f"- Training data: `{yaml.safe_dump(data.get('collection'), default_flow_style=True).strip()}`",
                   f"- Candidates: `{yaml.safe_dump(data.get('first_stage'), default_flow_style=True).strip()}`, "
-                  f"top {data.get('depth')} re-ranked",
+                  f"top {data.get('rerank_depth')} re-ranked",
                   f"- Folds: `{yaml.safe_dump(data.get('folds'), default_flow_style=True).strip()}`"]
     if card.get("metrics"):
         lines += ["", "## Test metrics", "", "| system | " + " | ".join(next(iter(card["metrics"].values()))) + " |",
@@ -120,33 +109,18 @@ def model_card(card: dict[str, Any]) -> str:
 
 
 def card_from_run(checkpoint: Path, hparams: dict[str, Any]) -> dict[str, Any]:
-    """Model-card facts from a ``rerank.fit`` run directory (``DIR/checkpoints/x.ckpt``) when they exist."""
-    run_dir = checkpoint.resolve().parent.parent
+    """Model-card facts from a ``rerank fit`` run directory (``DIR/checkpoints/x.ckpt``) when they exist."""
+    directory = RunDirectory(checkpoint.resolve().parent.parent)
     card: dict[str, Any] = {"model": hparams}
-    if (run_dir / "config.yaml").is_file():
-        config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    if directory.config.is_file():
+        config = yaml.safe_load(directory.config.read_text(encoding="utf-8-sig"))
         card["data"] = config.get("data", {})
-        card["command"] = f"python -m rerank.fit --config {run_dir / 'config.yaml'}"
-    if (run_dir / "metrics.json").is_file():
-        card["metrics"] = {system: {k: v for k, v in values.items() if k != "w"}
-                           for system, values in json.loads((run_dir / "metrics.json").read_text()).items()}
+        card["command"] = f"rerank fit --config {directory.config}"
+    if directory.metrics.is_file():
+        card["metrics"] = card_metrics(directory.read_metrics())
     return card
 
 
-def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(prog="python -m rerank.export", description=__doc__.splitlines()[0])
-    parser.add_argument("--ckpt", required=True, type=Path, help="a rerank.fit checkpoint (.ckpt)")
-    parser.add_argument("--out", required=True, type=Path, help="the folder to write")
-    parser.add_argument("--onnx", action="store_true", help="also write model.onnx (checked with onnxruntime)")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if not args.ckpt.is_file():
-        parser.error(f"--ckpt {args.ckpt}: no such checkpoint file")
-    module = RerankModule.load_from_checkpoint(args.ckpt, map_location="cpu", weights_only=False)
-    out = export(module.model, args.out, card_from_run(args.ckpt, dict(module.hparams)), onnx=args.onnx)
-    print(out)
-    return out
-
-
-if __name__ == "__main__":
-    main()
+def card_metrics(metrics: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The measures of each system, without the interpolation weight."""
+    return {system: {k: v for k, v in values.items() if k != "w"} for system, values in metrics.items()}

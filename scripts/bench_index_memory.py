@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.retrieval import FirstStageConfig, retrieve
+from rerank.first_stage import FirstStageConfig, retrieve
 
 
 def _words(count: int) -> list[str]:
@@ -68,7 +68,8 @@ def main() -> None:
         config = generate(folder, args.documents, args.queries)
         generated = time.perf_counter()
         collection = Collection(config)
-        first_stage = FirstStageConfig(backend=args.backend, depth=args.depth, index_dir=str(folder / "indexes"))
+        first_stage = FirstStageConfig(backend=args.backend, retrieval_depth=args.depth,
+                                       index_dir=str(folder / "indexes"))
         count = len(collection.documents)
         converted = time.perf_counter()
         retrieve(collection, first_stage, query_ids=list(collection.queries)[:1])  # builds the index

@@ -23,11 +23,11 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from rerank.cross_encoder import CrossEncoderModel
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.export import export
-from rerank.model import CrossEncoder
+from rerank.first_stage import FirstStageConfig, retrieve
 from rerank.reranker import Reranker
-from rerank.retrieval import FirstStageConfig, retrieve
 
 CRANFIELD = CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2: 3, 3: 2, 4: 1})
 
@@ -35,7 +35,7 @@ CRANFIELD = CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2:
 def cranfield_pairs(queries: int, depth: int) -> tuple[list[str], list[str]]:
     collection = Collection(CRANFIELD)
     query_ids = sorted(collection.queries, key=int)[:queries]
-    run = retrieve(collection, FirstStageConfig(backend="bm25s", depth=depth), query_ids)
+    run = retrieve(collection, FirstStageConfig(backend="bm25s", retrieval_depth=depth), query_ids)
     keys = [(qid, doc) for qid in query_ids for doc in run[qid]]
     return [collection.queries[qid] for qid, _ in keys], [collection.documents.text(doc) for _, doc in keys]
 
@@ -84,7 +84,7 @@ def main() -> None:
 
     queries, documents = cranfield_pairs(args.queries, args.depth)
     with tempfile.TemporaryDirectory() as scratch:
-        folder = export(CrossEncoder.from_pretrained(args.model), Path(scratch) / "model", onnx=True)
+        folder = export(CrossEncoderModel.from_pretrained(args.model), Path(scratch) / "model", onnx=True)
         from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
 
         reranker = Reranker.from_pretrained(str(folder), batch_size=args.batch_size, max_length=args.max_length,
@@ -97,7 +97,8 @@ def main() -> None:
             "rerank + ONNX Runtime": onnx_scorer(folder, reranker),
         }
         sample = slice(0, 64)
-        reference = np.asarray(systems["sentence-transformers CrossEncoder.predict"](queries[sample], documents[sample]))
+        st_predict = systems["sentence-transformers CrossEncoder.predict"]
+        reference = np.asarray(st_predict(queries[sample], documents[sample]))
         for name, score in systems.items():
             difference = float(np.abs(np.asarray(score(queries[sample], documents[sample])) - reference).max())
             if difference > 1e-3:
@@ -110,7 +111,8 @@ def main() -> None:
                 seconds[name].append(time.perf_counter() - started)
 
     baseline = len(queries) / min(seconds["sentence-transformers CrossEncoder.predict"])
-    results = {name: {"pairs_per_second": len(queries) / min(times), "seconds": times} for name, times in seconds.items()}
+    results = {name: {"pairs_per_second": len(queries) / min(times), "seconds": times}
+               for name, times in seconds.items()}
     table = Table(title=f"{len(queries)} Cranfield pairs, batch {args.batch_size}, max length {args.max_length}, "
                         f"{torch.get_num_threads()} threads")
     for column in ("implementation", "pairs/s", "vs sentence-transformers"):

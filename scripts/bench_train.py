@@ -42,15 +42,18 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from rerank import speedups
+from rerank.cross_encoder import CrossEncoderModel, length_chunks
+from rerank.data.batches import TrainingBatch
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig
-from rerank.losses import build
-from rerank.model import CrossEncoder, length_chunks
-from rerank.module import RerankModule
+from rerank.data.tokenization import TokenizationConfig
 from rerank.data.trec import write_run
-from rerank.retrieval import FirstStageConfig
-from rerank.retrieval.bm25s_backend import search
+from rerank.first_stage import FirstStageConfig
+from rerank.first_stage.bm25s_backend import search
+from rerank.lightning_module import RerankModule
+from rerank.losses import build
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -67,17 +70,24 @@ def first_stage(collection: str, output: Path) -> FirstStageConfig:
     path = output / f"{collection}-bm25s.run"
     if not path.exists():
         run = search(Collection(COLLECTIONS[collection]), Collection(COLLECTIONS[collection]).queries,
-                     FirstStageConfig(backend="bm25s", depth=100))
+                     FirstStageConfig(backend="bm25s", retrieval_depth=100))
         write_run({qid: docs for qid, docs in run.items() if docs}, path)
-    return FirstStageConfig(backend="run", run=str(path), depth=100)
+    return FirstStageConfig(backend="run", run=str(path), retrieval_depth=100)
 
 
 def data_module(args: argparse.Namespace, output: Path, collection: str = "cranfield") -> RerankDataModule:
     return RerankDataModule(
         collection=COLLECTIONS[collection], first_stage=first_stage(collection, output.parent),
         folds=FoldsConfig(scheme="kfold", count=5, seed=0, test=1), model_name=args.model, output_dir=str(output),
-        depth=100, list_size=args.list_size, strategy="random", batch_size=1, max_length=args.max_length,
-        max_query_length=32, num_workers=args.num_workers)
+        rerank_depth=100, list_size=args.list_size, strategy="random", batch_size=1,
+        tokenization=TokenizationConfig(max_length=args.max_length, max_query_length=32), num_workers=args.num_workers)
+
+
+def training_model(args: argparse.Namespace, checkpointing: bool = False) -> CrossEncoderModel:
+    """The cross-encoder as ``RerankModule`` trains it (speed-ups on), in training mode."""
+    model = CrossEncoderModel.from_pretrained(args.model, gradient_checkpointing=checkpointing).train()
+    speedups.enable(model.model)
+    return model
 
 
 def training_data(args: argparse.Namespace, output: Path, collection: str = "cranfield") -> RerankDataModule:
@@ -105,7 +115,8 @@ def pairs_per_second(ends: list[float], pairs_per_step: int, warmup: int) -> flo
 def bench_rerank(args: argparse.Namespace, output: Path) -> float:
     pl.seed_everything(0)
     clock = StepClock()
-    module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk)
+    module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk,
+                          tokenization=TokenizationConfig(max_length=args.max_length, max_query_length=32))
     trainer = pl.Trainer(accelerator="cpu", max_steps=args.steps, limit_val_batches=0, logger=False,
                          enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
                          callbacks=[clock])
@@ -113,21 +124,21 @@ def bench_rerank(args: argparse.Namespace, output: Path) -> float:
     return pairs_per_second(clock.ends, args.list_size, args.warmup)
 
 
-def training_batches(args: argparse.Namespace, output: Path, count: int) -> list[dict]:
+def training_batches(args: argparse.Namespace, output: Path, count: int) -> list[TrainingBatch]:
     """The first ``count`` batches of rerank's training data loader, tokenized."""
     return list(islice(iter(training_data(args, output).train_dataloader()), count))
 
 
-def forward_backward(model: CrossEncoder, batch: dict, chunk: int | None) -> None:
+def forward_backward(model: CrossEncoderModel, batch: TrainingBatch, chunk: int | None) -> None:
     """ListNet on one batch of lists, and its backward pass, as rerank's training step computes them."""
-    scores = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"), chunk_size=chunk)
-    build("listnet")(scores.view_as(batch["mask"]), batch["labels"], batch["mask"]).backward()
+    scores = model.score(batch.inputs, chunk_size=chunk)
+    build("listnet")(scores.view_as(batch.mask), batch.labels, batch.mask).backward()
 
 
 def bench_loop(args: argparse.Namespace, output: Path) -> float:
     batches = training_batches(args, output, args.steps)  # tokenized beforehand
     torch.manual_seed(0)
-    model = CrossEncoder.from_pretrained(args.model).train()
+    model = training_model(args)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
     ends = []
     for batch in batches:
@@ -150,7 +161,7 @@ def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float
     train = Dataset.from_dict({"query": [row["query"] for row in rows], "docs": [row["documents"] for row in rows],
                                "labels": [[float(label) for label in row["labels"]] for row in rows]})
     folder = output / "st-model"
-    CrossEncoder.from_pretrained(args.model).save_pretrained(str(folder))
+    CrossEncoderModel.from_pretrained(args.model).save_pretrained(str(folder))
     model = STCrossEncoder(str(folder), num_labels=1, max_length=args.max_length, device="cpu")
     ends: list[float] = []
 
@@ -171,7 +182,7 @@ def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float
 def padding_efficiency(args: argparse.Namespace, output: Path, collection: str, chunk: int | None) -> float:
     real = computed = 0
     for batch in islice(iter(training_data(args, output, collection).train_dataloader()), 100):
-        mask = batch["attention_mask"]
+        mask = batch.inputs.attention_mask
         real += int(mask.sum())
         chunks = length_chunks(mask, chunk or mask.shape[0])
         computed += sum(len(rows) * width for rows, width in chunks)
@@ -194,7 +205,7 @@ def throughput(args: argparse.Namespace) -> dict:
         table.add_row(name, f"{value:.2f}", f"{value / floor:.2f}x", f"{value / reference:.2f}x")
     Console().print(table)
     with tempfile.TemporaryDirectory() as scratch:
-        efficiency = {f"{collection}, {'chunks of %d' % chunk if chunk else 'whole batch'}":
+        efficiency = {f"{collection}, {f'chunks of {chunk}' if chunk else 'whole batch'}":
                       padding_efficiency(args, Path(scratch) / collection, collection, chunk)
                       for collection in COLLECTIONS for chunk in (None, args.chunk)}
     print("padding efficiency (real / computed tokens):", {k: round(v, 3) for k, v in efficiency.items()})
@@ -207,7 +218,7 @@ def profile(args: argparse.Namespace, output: Path) -> dict:
     from torch.profiler import profile as profiler
 
     batches = training_batches(args, output, args.steps + 1)
-    model = CrossEncoder.from_pretrained(args.model).train()
+    model = training_model(args)
     forward_backward(model, batches[0], args.chunk)
     with profiler() as recorded:
         for batch in batches[1:]:
@@ -222,7 +233,7 @@ def profile(args: argparse.Namespace, output: Path) -> dict:
 def one_step_memory(args: argparse.Namespace, size: int, checkpointing: bool) -> dict:
     """Peak RSS growth (MiB) and seconds of one training step with ``size`` candidates of max length."""
     torch.manual_seed(0)
-    model = CrossEncoder.from_pretrained(args.model, gradient_checkpointing=checkpointing).train()
+    model = training_model(args, checkpointing)
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5)
     ids = torch.randint(1000, 20000, (size, args.max_length))
     mask = torch.ones_like(ids)

@@ -6,12 +6,12 @@
 set -euo pipefail
 OUT=${1:-runs/cranfield-cv}
 PY=${PYTHON:-python}
-[ -f "$OUT/bm25/run.trec" ] || $PY -m rerank.bm25 --config cranfield.yaml --output_dir "$OUT/bm25"
-BUDGET=(--data.first_stage.backend run --data.first_stage.run "$OUT/bm25/run.trec" --data.depth 20
-        --data.max_length 128 --trainer.max_epochs 1 --last_checkpoint.every_n_train_steps 1000
+[ -f "$OUT/bm25/first_stage.trec" ] || $PY -m rerank bm25 --config cranfield.yaml --output_dir "$OUT/bm25"
+BUDGET=(--data.first_stage.backend run --data.first_stage.run "$OUT/bm25/first_stage.trec" --data.rerank_depth 20
+        --model.tokenization.max_length 128 --trainer.max_epochs 1 --last_checkpoint.every_n_train_steps 1000
         --trainer.enable_progress_bar false)
 for LOSS in hinge smoothi_ndcg softndcg lambdarank listnet; do
-  $PY -m rerank.cv --config cranfield.yaml --config "losses/$LOSS.yaml" --output_dir "$OUT/$LOSS" "${BUDGET[@]}"
+  $PY -m rerank cv --config cranfield.yaml --config "losses/$LOSS.yaml" --output_dir "$OUT/$LOSS" "${BUDGET[@]}"
 done
-$PY -m rerank.compare "$OUT/hinge" "$OUT/smoothi_ndcg" "$OUT/softndcg" "$OUT/lambdarank" "$OUT/listnet" \
-    --collection cranfield --output "$OUT/report"
+$PY -m rerank compare "$OUT/hinge" "$OUT/smoothi_ndcg" "$OUT/softndcg" "$OUT/lambdarank" "$OUT/listnet" \
+    --config cranfield.yaml --output "$OUT/report"

@@ -13,23 +13,26 @@ import sys
 from pathlib import Path
 
 import lightning.pytorch as pl
+from helpers import CRANFIELD
 
 from rerank.data.collection import CollectionConfig
 from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig
+from rerank.data.tokenization import TokenizationConfig
 from rerank.data.trec import read_run
-from rerank.module import RerankModule
-from rerank.retrieval import FirstStageConfig
+from rerank.first_stage import FirstStageConfig
+from rerank.lightning_module import RerankModule
 
 
 def main(workdir: Path, output: Path, devices: int) -> None:
     pl.seed_everything(0)
-    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet")
     data = RerankDataModule(
-        collection=CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}),
+        collection=CollectionConfig(**CRANFIELD),
         first_stage=FirstStageConfig(backend="run", run=str(workdir / "bm25.run")),
         folds=FoldsConfig(scheme="kfold", count=5, seed=42, test=1), model_name=str(workdir / "bert"),
-        output_dir=str(output), depth=20, eval_batch_size=7, max_length=64, max_query_length=16)
+        tokenization=TokenizationConfig(max_length=64, max_query_length=16), output_dir=str(output),
+        rerank_depth=20, eval_batch_size=7)
+    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet", judgments=data.judgments)
     trainer = pl.Trainer(accelerator="cpu", devices=devices, strategy="ddp" if devices > 1 else "auto",
                          logger=False, enable_progress_bar=False, enable_model_summary=False,
                          default_root_dir=str(output))

@@ -7,13 +7,16 @@ import signal
 from pathlib import Path
 
 import torch
+import yaml
 from lightning.pytorch import Callback
 from transformers import AutoModelForSequenceClassification, BertConfig, BertModel, BertTokenizerFast
 
-SHARED = Path(__file__).resolve().parents[2] / "shared"
-MINILM_VOCAB = next((SHARED / "hf_home").glob("hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/*/vocab.txt"),
-                    None)
-CRANFIELD = {"ir_datasets": "cranfield", "label_map": {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}}
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+MINILM = "hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/*/vocab.txt"
+MINILM_VOCAB = next((SHARED / "hf_home").glob(MINILM), None)
+CRANFIELD = yaml.safe_load((REPO / "configs" / "cranfield.yaml").read_text())["data"]["collection"]
+"""Cranfield's collection section, label map included, as the default config has it."""
 WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
 
 
@@ -45,7 +48,8 @@ def tiny_bert(folder: Path, with_head: bool = False, real_vocabulary: bool = Fal
                         attention_probs_dropout_prob=dropout, initializer_range=0.2)
     torch.manual_seed(0)
     if with_head:
-        AutoModelForSequenceClassification.from_config(BertConfig(**config.to_dict(), num_labels=1)).save_pretrained(folder)
+        head = AutoModelForSequenceClassification.from_config(BertConfig(**config.to_dict(), num_labels=1))
+        head.save_pretrained(folder)
     else:
         BertModel(config).save_pretrained(folder)
     BertTokenizerFast(vocab=str(vocabulary)).save_pretrained(folder)
@@ -58,7 +62,7 @@ class KillAtStep(Callback):
     def __init__(self, step: int) -> None:
         self.step = step
 
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
         if trainer.global_step >= self.step:
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -67,10 +71,10 @@ def cranfield_workdir(folder: Path, dropout: float = 0.1) -> Path:
     """``folder`` with ``bert/`` (a tiny BERT with MiniLM's vocabulary) and ``bm25.run`` (Cranfield, bm25s, top 20)."""
     from rerank.data.collection import Collection, CollectionConfig
     from rerank.data.trec import write_run
-    from rerank.retrieval import FirstStageConfig, retrieve
+    from rerank.first_stage import FirstStageConfig, retrieve
 
     tiny_bert(folder / "bert", real_vocabulary=True, dropout=dropout)
     run = retrieve(Collection(CollectionConfig(**CRANFIELD)),
-                   FirstStageConfig(backend="bm25s", depth=20, index_dir=str(folder / "idx")))
+                   FirstStageConfig(backend="bm25s", retrieval_depth=20, index_dir=str(folder / "idx")))
     write_run(run, folder / "bm25.run")
     return folder

@@ -1,4 +1,4 @@
-"""First-stage retrieval: pyserini (Lucene) and bm25s BM25, run files, the rerank.bm25 command."""
+"""The first stage: pyserini (Lucene) and bm25s BM25, run files, the ``rerank bm25`` command."""
 
 from __future__ import annotations
 
@@ -7,16 +7,15 @@ import logging
 from pathlib import Path
 
 import pytest
-from conftest import SHARED
+from helpers import CRANFIELD, SHARED
 
-from rerank import bm25
+from rerank.cli import first_stage
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import TrecFormatError, read_run, write_run
 from rerank.evaluation import evaluate
-from rerank.retrieval import FirstStageConfig, retrieve
+from rerank.first_stage import FirstStageConfig, retrieve
 
-CRANFIELD = SHARED / "data" / "cranfield"
-CRANFIELD_MAP = {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}
+CRANFIELD_FILES = SHARED / "data" / "cranfield"
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +37,11 @@ def test_scifact_bm25_matches_anserini_and_bm25s_is_close(index_dir: str) -> Non
 
 @pytest.mark.parametrize("backend", ["pyserini", "bm25s"])
 def test_cranfield_ir_datasets_and_local_files_give_the_same_bm25(backend: str, index_dir: str, tmp_path: Path) -> None:
-    remote = Collection(CollectionConfig(ir_datasets="cranfield", label_map=CRANFIELD_MAP))
-    local = Collection(CollectionConfig(docs=str(CRANFIELD / "docs.jsonl"), queries=str(CRANFIELD / "queries.tsv"),
-                                        qrels=str(CRANFIELD / "qrels.txt"), cache_dir=str(tmp_path)))
-    config = FirstStageConfig(backend=backend, index_dir=index_dir, depth=100)
+    remote = Collection(CollectionConfig(**CRANFIELD))
+    local = Collection(CollectionConfig(docs=str(CRANFIELD_FILES / "docs.jsonl"),
+                                        queries=str(CRANFIELD_FILES / "queries.tsv"),
+                                        qrels=str(CRANFIELD_FILES / "qrels.txt"), cache_dir=str(tmp_path)))
+    config = FirstStageConfig(backend=backend, index_dir=index_dir, retrieval_depth=100)
     measures = ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100"]
     remote_run, local_run = retrieve(remote, config), retrieve(local, config)
     assert evaluate(remote_run, remote.qrels, measures).mean == evaluate(local_run, local.qrels, measures).mean
@@ -55,7 +55,8 @@ def test_index_is_reused_and_rebuilt_when_documents_change(tmp_path: Path) -> No
     config = FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes"))
 
     def collection() -> Collection:
-        return Collection(CollectionConfig(docs=str(docs), queries=str(tmp_path / "queries.tsv"), cache_dir=str(tmp_path)))
+        return Collection(CollectionConfig(docs=str(docs), queries=str(tmp_path / "queries.tsv"),
+                                           cache_dir=str(tmp_path)))
 
     assert retrieve(collection(), config)["1"].keys() == {"a"}
     built = sorted((tmp_path / "indexes").iterdir())
@@ -73,7 +74,8 @@ def test_ties_are_broken_by_doc_id(tmp_path: Path) -> None:
     for backend in ("pyserini", "bm25s"):
         run = retrieve(collection, FirstStageConfig(backend=backend, index_dir=str(tmp_path / "idx")))
         write_run(run, tmp_path / f"{backend}.trec")
-        assert [line.split()[2] for line in (tmp_path / f"{backend}.trec").read_text().splitlines()] == ["d1", "d2", "d3"]
+        lines = (tmp_path / f"{backend}.trec").read_text().splitlines()
+        assert [line.split()[2] for line in lines] == ["d1", "d2", "d3"]
 
 
 def test_run_files_and_queries_without_candidates(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -96,20 +98,26 @@ def test_run_files_and_queries_without_candidates(tmp_path: Path, caplog: pytest
 
 
 def test_bm25_command_writes_run_and_metrics(tmp_path: Path, index_dir: str) -> None:
-    metrics = bm25.main(["--config", "cranfield.yaml", "--output_dir", str(tmp_path),
-                         f"data.first_stage.index_dir={index_dir}", "data.first_stage.backend=bm25s"])
+    metrics = first_stage.main(["--config", "cranfield.yaml", "--output_dir", str(tmp_path),
+                                "--data.first_stage.index_dir", index_dir, "--data.first_stage.backend", "bm25s"])
     written = json.loads((tmp_path / "metrics.json").read_text())
-    assert written == metrics and list(written) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
-    qrels = Collection(CollectionConfig(ir_datasets="cranfield", label_map=CRANFIELD_MAP)).qrels
-    assert evaluate(read_run(tmp_path / "run.trec"), qrels, list(written)).mean == pytest.approx(written, abs=1e-6)
-    assert 0.3 < written["nDCG@10"] < 0.4
+    assert written["first_stage"] == metrics == written["bm25"]  # the legacy key, for one release
+    assert list(metrics) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    run = read_run(tmp_path / "first_stage.trec")
+    assert evaluate(run, qrels, list(metrics)).mean == pytest.approx(metrics, abs=1e-6)
+    assert 0.3 < metrics["nDCG@10"] < 0.4
 
 
-def test_bm25_command_rejects_unknown_options(tmp_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"data.first_stage: unknown option\(s\) depht"):
-        bm25.main(["--config", "cranfield", "--output_dir", str(tmp_path), "data.first_stage.depht=10"])
+def test_bm25_command_rejects_unknown_options(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        first_stage.main(["--config", "cranfield", "--output_dir", str(tmp_path), "--data.first_stage.depht", "10"])
+    assert "depht" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        first_stage.main(["--config", "cranfield", "--output_dir", str(tmp_path), "--data.first_stage.depth", "10"])
+    assert "'first_stage.depth' is now 'data.first_stage.retrieval_depth'" in capsys.readouterr().err
     with pytest.raises(FileNotFoundError, match="config 'nope.yaml' not found"):
-        bm25.main(["--config", "nope.yaml", "--output_dir", str(tmp_path)])
+        first_stage.main(["--config", "nope.yaml", "--output_dir", str(tmp_path)])
 
 
 def test_collections_with_the_same_file_names_keep_their_own_indexes(tmp_path: Path) -> None:

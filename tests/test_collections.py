@@ -63,7 +63,8 @@ def test_tsv_documents_and_trec_topics_with_fields_and_template(tmp_path: Path) 
 def test_robust04_queries_and_folds_load_offline() -> None:
     fold1 = Collection(CollectionConfig(ir_datasets="disks45/nocr/trec-robust-2004/fold1"))
     assert len(fold1.queries) == 50 and fold1.queries["302"] == "Poliomyelitis and Post-Polio"
-    described = Collection(CollectionConfig(ir_datasets="disks45/nocr/trec-robust-2004/fold1", query_field="description"))
+    described = Collection(CollectionConfig(ir_datasets="disks45/nocr/trec-robust-2004/fold1",
+                                            query_field="description"))
     assert described.queries["302"].startswith("Is the disease of Poliomyelitis")
     reference = json.loads((ROBUST / "folds.huston_croft_2014.json").read_text())
     for k in range(1, 6):

@@ -1,4 +1,4 @@
-"""Cross-validation (rerank.cv) and the comparison report (rerank.compare) on Cranfield with a tiny BERT."""
+"""Cross-validation (``rerank cv``) and the comparison report (``rerank compare``) on Cranfield with a tiny BERT."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 from scipy import stats
 
-from rerank import compare, cv
+from rerank.cli import compare, cv
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import kfold
 from rerank.data.trec import read_run, write_run
@@ -25,10 +25,11 @@ pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf
 def cv_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Folds 1 and 2 of a 3-fold cross-validation (2 training steps and a validation each); the config."""
     folder = cranfield_workdir(tmp_path_factory.mktemp("cv"))
-    config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True},
+    config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True,
+                        "tokenization": {"max_length": 48, "max_query_length": 16}},
               "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
-                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "depth": 10, "list_size": 4,
-                       "batch_size": 2, "max_length": 48, "max_query_length": 16},
+                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
+                       "batch_size": 2},
               "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
                           "num_sanity_val_steps": 0}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
@@ -43,7 +44,8 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
     test = read_run(folder / "test.run")
     assert sorted(test) == sorted(folds[0] + folds[1])  # every test query of folds 1 and 2, once
     report = json.loads((folder / "cv_metrics.json").read_text())
-    for system, name in (("reranker", "test.run"), ("bm25", "bm25.run"), ("interpolated", "test.interpolated.run")):
+    for system, name in (("reranker", "test.run"), ("first_stage", "first_stage.run"),
+                         ("interpolated", "test.interpolated.run")):
         run = read_run(folder / name)
         assert sorted(run) == sorted(test)
         expected = evaluate(run, {q: qrels[q] for q in run}, ["nDCG@10", "MAP"]).mean
@@ -51,7 +53,7 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
         per_fold = [json.loads((folder / f"fold{k}" / "metrics.json").read_text())[system]["MAP"] for k in (1, 2)]
         assert report["over_folds"][system]["MAP"]["mean"] == pytest.approx(statistics.fmean(per_fold))
         assert report["over_folds"][system]["MAP"]["stderr"] == pytest.approx(statistics.stdev(per_fold) / math.sqrt(2))
-    assert all(len(docs) == 10 for docs in read_run(folder / "bm25.run").values())
+    assert all(len(docs) == 10 for docs in read_run(folder / "first_stage.run").values())
 
 
 def test_cv_skips_finished_folds(cv_dir: tuple[Path, Path]) -> None:
@@ -59,17 +61,18 @@ def test_cv_skips_finished_folds(cv_dir: tuple[Path, Path]) -> None:
     stamp = (folder / "fold1" / "metrics.json").stat().st_mtime_ns
     cv.main(["--config", str(config), "--output_dir", str(folder), "--folds", "1"])
     assert (folder / "fold1" / "metrics.json").stat().st_mtime_ns == stamp
-    with pytest.raises(SystemExit):
+    with pytest.raises(ValueError, match="--folds 4: data.folds defines folds 1..3"):
         cv.main(["--config", str(config), "--output_dir", str(folder), "--folds", "4"])
 
 
 def test_compare_reports_bonferroni_corrected_paired_t_tests(cv_dir: tuple[Path, Path], tmp_path: Path) -> None:
     folder, _ = cv_dir
-    report = compare.main([str(folder), "--collection", "cranfield", "--output", str(tmp_path)])
-    assert report["baseline"] == "bm25" and list(report["results"]) == ["bm25", "listnet", "listnet/interpolated"]
+    report = compare.main([str(folder), "--config", "cranfield", "--output", str(tmp_path)])
+    assert report["baseline"] == "first_stage"
+    assert list(report["results"]) == ["first_stage", "listnet", "listnet/interpolated"]
     assert report["comparisons"] == 2 * len(compare.MEASURES)
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
-    ours, theirs = read_run(folder / "test.run"), read_run(folder / "bm25.run")
+    ours, theirs = read_run(folder / "test.run"), read_run(folder / "first_stage.run")
     queries = sorted(theirs)
     a = evaluate(ours, {q: qrels[q] for q in queries}, ["nDCG@20"]).per_query
     b = evaluate(theirs, {q: qrels[q] for q in queries}, ["nDCG@20"]).per_query
@@ -83,7 +86,8 @@ def test_compare_reports_bonferroni_corrected_paired_t_tests(cv_dir: tuple[Path,
     assert table.splitlines()[0] == "| system | " + " | ".join(compare.MEASURES) + " |"
     assert f"{report['results']['listnet'].mean['nDCG@20']:.4f}" in table
     assert (tmp_path / "per_query_ndcg20.png").stat().st_size > 1000 and (tmp_path / "per_fold.png").is_file()
-    systems = (("bm25", "bm25.run"), ("listnet", "test.run"), ("listnet/interpolated", "test.interpolated.run"))
+    systems = (("first_stage", "first_stage.run"), ("listnet", "test.run"),
+               ("listnet/interpolated", "test.interpolated.run"))
     folds = json.loads((folder / "cv_metrics.json").read_text())["folds"]  # the last rerank.cv call's folds
     for system, name in systems:
         plotted = compare.fold_values(folder, system, compare.PER_FOLD_MEASURES)  # the bars of per_fold.png
@@ -104,3 +108,21 @@ def test_compare_names_run_files_with_the_same_stem_by_their_folder(tmp_path: Pa
     assert list(compare.load_systems(files[:1])) == ["test"]
     with pytest.raises(ValueError, match="two systems would be named 'hinge/test'"):
         compare.load_systems(files[:1] * 2)
+
+
+def test_cv_rotates_the_folds_that_fit_sees(cv_dir: tuple[Path, Path], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _, config = cv_dir
+    launched: list[list[str]] = []
+    monkeypatch.setattr(cv.subprocess, "run", lambda command: launched.append(command) or
+                        type("Done", (), {"returncode": 0})())
+    monkeypatch.setattr(cv, "summarise", lambda folder, folds, qrels: {"folds": folds})
+    monkeypatch.setattr(cv, "print_report", lambda report: None)
+    report = cv.main(["--config", str(config), "--output_dir", str(tmp_path), "--data.folds.count", "10"])
+    assert report["folds"] == list(range(1, 11))
+    for fold, command in enumerate(launched, start=1):
+        options = dict(zip(command[4::2], command[5::2]))  # python -m rerank fit --option value ...
+        assert command[1:4] == ["-m", "rerank", "fit"]
+        assert options["--data.folds.count"] == "10" and options["--data.folds.test"] == str(fold)
+        assert options["--output_dir"] == str(tmp_path / f"fold{fold}")
+    assert len(launched) == 10

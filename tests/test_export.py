@@ -1,5 +1,6 @@
 """Export and re-ranking: the exported folder through transformers, sentence-transformers and ONNX Runtime
-gives the Lightning model's scores; the rerank CLI and the Reranker API; errors on bad input."""
+gives the Lightning model's scores; ``rerank predict``, ``rerank export`` and the Reranker API; errors on bad
+input."""
 
 from __future__ import annotations
 
@@ -14,17 +15,19 @@ import pytest
 import torch
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
-from test_training import data_module, trainer
+from test_training import data_module, rerank_module, trainer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-from rerank import export as export_module
-from rerank import rerank
+import rerank.export as export_module
+from rerank.cli import export as export_command
+from rerank.cli import fit
+from rerank.cli import predict
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
 from rerank.export import export
-from rerank.module import RerankModule
-from rerank.reranker import Reranker
+from rerank.lightning_module import RerankModule
+from rerank.reranker import CandidateTexts, Reranker
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 QUERIES = ["what similarity laws must be obeyed when constructing aeroelastic models",
@@ -39,8 +42,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[RerankModule, Pat
     """A tiny BERT trained for 3 steps, and the folder it was exported to (with ONNX)."""
     folder = cranfield_workdir(tmp_path_factory.mktemp("export"))
     pl.seed_everything(0)
-    module = RerankModule(model_name=str(folder / "bert"), loss="smoothi_ndcg", head_lr=1e-2)
-    trainer(folder, max_steps=3).fit(module, datamodule=data_module(folder, folder / "fit"))
+    data = data_module(folder, folder / "fit")
+    module = rerank_module(data, loss="smoothi_ndcg", head_lr=1e-2)
+    trainer(folder, max_steps=3).fit(module, datamodule=data)
     module.eval()
     return module, export(module.model, folder / "model", {"model": dict(module.hparams)}, onnx=True)
 
@@ -110,7 +114,7 @@ def test_rerank_many_reads_texts_one_chunk_at_a_time(trained: tuple[RerankModule
     score_chunk = reranker._score_chunk
     monkeypatch.setattr(reranker, "_score_chunk",
                         lambda queries, texts: scored_after.append(len(read)) or score_chunk(queries, texts))
-    lazy = rerank.CandidateTexts(documents, SimpleNamespace(text=lambda doc: read.append(doc) or documents[doc]))
+    lazy = CandidateTexts(documents, SimpleNamespace(text=lambda doc: read.append(doc) or documents[doc]))
     run = reranker.rerank_many({"q": QUERIES[0]}, {"q": lazy})
     assert scored_after == [2, 3] and read == list(documents)
     assert run["q"] == pytest.approx(dict(zip(documents, reranker.score(QUERIES[0], DOCUMENTS[:3]))), abs=1e-6)
@@ -130,33 +134,47 @@ def test_interrupted_export_leaves_the_old_folder(trained: tuple[RerankModule, P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no half-written or temporary folders
 
 
-def test_rerank_cli_writes_a_complete_run_with_its_metrics(trained: tuple[RerankModule, Path], tmp_path: Path) -> None:
+def predict_arguments(folder: Path, run: Path, output: Path, *extra: str) -> list[str]:
+    return ["--model.model_name", str(folder), "--run", str(run), "--data.collection", json.dumps(CRANFIELD),
+            "--output_dir", str(output), "--trainer.logger", "false", "--trainer.enable_progress_bar", "false", *extra]
+
+
+def test_predict_command_writes_a_complete_run_with_its_metrics(trained: tuple[RerankModule, Path],
+                                                                tmp_path: Path) -> None:
     _, folder = trained
     bm25 = folder.parent / "bm25.run"
-    report = rerank.main(["--model", str(folder), "--run", str(bm25), "--collection", "cranfield",
-                          "--out", str(tmp_path / "reranked.run"), "--depth", "10", "--max_length", "64"])
-    written = read_run(tmp_path / "reranked.run")
+    report = predict.main(predict_arguments(folder, bm25, tmp_path, "--data.rerank_depth", "10"))
+    written = read_run(tmp_path / "runs" / "reranked.run")
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
     assert sorted(written) == sorted(read_run(bm25)) and len(written) == 225
     assert all(len(docs) == 10 for docs in written.values())
-    assert report["reranked"] == pytest.approx(evaluate(written, qrels, list(report["reranked"])).mean, abs=1e-9)
-    assert report["input"]["nDCG@10"] == pytest.approx(evaluate(read_run(bm25), qrels, ["nDCG@10"]).mean["nDCG@10"])
+    assert report["reranker"] == pytest.approx(evaluate(written, qrels, list(report["reranker"])).mean, abs=1e-9)
+    assert report["first_stage"]["nDCG@10"] == pytest.approx(
+        evaluate(read_run(bm25), qrels, ["nDCG@10"]).mean["nDCG@10"])
+    assert json.loads((tmp_path / "metrics.json").read_text())["reranker"] == report["reranker"]
+    # the model's own tokenization (max_length 64 here, from its export): the Reranker API gives the same scores
+    reranker = Reranker.from_pretrained(str(folder))
+    assert reranker.tokenize.config.max_length == 64
+    query = Collection(CollectionConfig(**CRANFIELD)).queries["1"]
+    documents = Collection(CollectionConfig(**CRANFIELD)).documents
+    expected = reranker.score(query, [documents.text(doc) for doc in written["1"]])
+    assert list(written["1"].values()) == pytest.approx(expected, abs=1e-5)
 
 
 def test_bad_models_and_runs_fail_clearly(trained: tuple[RerankModule, Path], tmp_path: Path) -> None:
     _, folder = trained
-    arguments = ["--run", str(folder.parent / "bm25.run"), "--collection", "cranfield", "--out", str(tmp_path / "o")]
+    bm25 = folder.parent / "bm25.run"
     with pytest.raises(OSError, match="'.*no-model' not found"):
-        rerank.main(["--model", str(tmp_path / "no-model"), *arguments])
+        predict.main(predict_arguments(tmp_path / "no-model", bm25, tmp_path / "o"))
     corrupt = tmp_path / "corrupt"
     corrupt.mkdir()
     (corrupt / "config.json").write_text("{not json")
     with pytest.raises((OSError, ValueError), match="corrupt"):
         Reranker.from_pretrained(str(corrupt))
     (tmp_path / "stray.run").write_text("1 Q0 184 1 2.0 x\n1 Q0 nosuchdoc 2 1.0 x\n")
-    with pytest.raises(ValueError, match=r"stray.run: 1 document ids are not in collection cranfield \(e.g. nosuchdoc\)"):
-        rerank.main(["--model", str(folder), "--run", str(tmp_path / "stray.run"), "--collection", "cranfield",
-                     "--out", str(tmp_path / "o")])
+    unknown = r"stray.run: 1 document ids are not in collection cranfield \(e.g. nosuchdoc\)"
+    with pytest.raises(ValueError, match=unknown):
+        predict.main(predict_arguments(folder, tmp_path / "stray.run", tmp_path / "o"))
     assert not (tmp_path / "o").exists()
 
 
@@ -168,7 +186,31 @@ def test_export_cli_reads_a_fit_checkpoint(trained: tuple[RerankModule, Path], t
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
                 "pytorch-lightning_version": pl.__version__}, checkpoint)
     (tmp_path / "run" / "metrics.json").write_text(json.dumps({"reranker": {"nDCG@10": 0.4321}}))
-    out = export_module.main(["--ckpt", str(checkpoint), "--out", str(tmp_path / "exported")])
+    out = export_command.main(["--ckpt", str(checkpoint), "--out", str(tmp_path / "exported")])
     np.testing.assert_allclose(Reranker.from_pretrained(str(out), max_length=128).score_pairs(*pairs()),
                                lightning_scores(module), atol=1e-5)
-    assert "0.4321" in (out / "README.md").read_text()
+    card = (out / "README.md").read_text()
+    assert "0.4321" in card and "max_length: 64" in card  # the tokenization the checkpoint was trained with
+
+
+def test_predict_with_a_fits_export_reproduces_its_test_run(tmp_path: Path) -> None:
+    folder = cranfield_workdir(tmp_path)
+    folds = {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}
+    config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet",
+                        "tokenization": {"max_length": 40, "max_query_length": 12}},
+              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
+                       "folds": folds, "rerank_depth": 20, "list_size": 4, "batch_size": 2},
+              "trainer": {"max_epochs": 1, "limit_train_batches": 3, "enable_progress_bar": False, "logger": False,
+                          "num_sanity_val_steps": 0}}
+    (tmp_path / "fit.yaml").write_text(json.dumps(config))
+    fitted = fit.main(["--config", str(tmp_path / "fit.yaml"), "--output_dir", str(tmp_path / "fit")])
+    # the collection, the candidates and the split only: the tokenization (40 tokens) comes from the export
+    report = predict.main(predict_arguments(tmp_path / "fit" / "model", tmp_path / "fit" / "first_stage.trec",
+                                            tmp_path / "predicted", "--data.folds", json.dumps(folds),
+                                            "--data.predict_queries", "test", "--data.rerank_depth", "20"))
+    expected, reranked = read_run(tmp_path / "fit" / "runs" / "test.run"), read_run(
+        tmp_path / "predicted" / "runs" / "reranked.run")
+    assert sorted(reranked) == sorted(expected)
+    for qid, docs in expected.items():
+        assert reranked[qid] == pytest.approx(docs, abs=1e-4)
+    assert report["reranker"] == fitted["reranker"] and report["first_stage"] == fitted["first_stage"]

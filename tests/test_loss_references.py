@@ -149,7 +149,7 @@ def test_listmle_tails_that_underflow_take_the_exact_path() -> None:
     """Scores 100 apart: exp(s - max) underflows in float32, so the tail sums fall back to logcumsumexp."""
     s = [0.0, -100.0, 50.0, -200.0]
     labels = torch.tensor([[1, 0, 2, 1, 3]])  # the last slot is padding (and would come first if it were real)
-    scores = torch.tensor([s + [7.0]], requires_grad=True)
+    scores = torch.tensor([[*s, 7.0]], requires_grad=True)
     mask = torch.tensor([[True, True, True, True, False]])
     value = build("listmle")(scores, labels, mask)
     value.backward()
@@ -225,7 +225,7 @@ def test_raising_a_top_grade_candidate_never_raises_a_metric_loss(name: str) -> 
         scores, labels = random_lists(1, 7, grades=4, seed=seed, dtype=torch.float64)
         top = int(labels[0].argmax())
         others = sorted(float(v) for i, v in enumerate(scores[0]) if i != top and v > scores[0, top])
-        stops = [(a + b) / 2 for a, b in zip(others, others[1:])] + ([others[-1] + 1.0] if others else [])
+        stops = [(a + b) / 2 for a, b in itertools.pairwise(others)] + ([others[-1] + 1.0] if others else [])
         previous = loss(scores, labels).item()
         for stop in stops:
             raised = scores.clone()

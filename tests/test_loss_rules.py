@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from helpers import random_lists
 
 from rerank.losses import LOSSES, build
-
-from helpers import random_lists
 
 NAMES = sorted(LOSSES)
 

@@ -23,13 +23,15 @@ from rerank import fit
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig, kfold
+from rerank.data.tokenization import TokenizationConfig
 from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
-from rerank.module import RerankModule
-from rerank.retrieval import FirstStageConfig
+from rerank.first_stage import FirstStageConfig
+from rerank.lightning_module import RerankModule
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 REPO = Path(__file__).resolve().parents[1]
+TEST_ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +44,16 @@ def data_module(workdir: Path, output: Path, **options) -> RerankDataModule:
     settings = {"collection": CollectionConfig(**CRANFIELD),
                 "first_stage": FirstStageConfig(backend="run", run=str(workdir / "bm25.run")),
                 "folds": FoldsConfig(scheme="kfold", count=5, seed=42, test=1),
-                "model_name": str(workdir / "bert"), "output_dir": str(output), "depth": 20, "list_size": 8,
-                "strategy": "random", "batch_size": 4, "eval_batch_size": 32, "max_length": 64,
-                "max_query_length": 16}
+                "model_name": str(workdir / "bert"), "output_dir": str(output), "rerank_depth": 20, "list_size": 8,
+                "strategy": "random", "batch_size": 4, "eval_batch_size": 32,
+                "tokenization": TokenizationConfig(max_length=64, max_query_length=16)}
     return RerankDataModule(**{**settings, **options})
+
+
+def rerank_module(data: RerankDataModule, **options) -> RerankModule:
+    """A module for ``data``'s tokenizer, tokenization and judgments."""
+    return RerankModule(model_name=data.model_name, tokenization=data.tokenization, judgments=data.judgments,
+                        **options)
 
 
 def trainer(output: Path, **options) -> pl.Trainer:
@@ -65,9 +73,9 @@ def test_training_loss_falls(workdir: Path, tmp_path: Path, loss: str) -> None:
     data.prepare_data()
     data.setup("fit")
     batches = list(data.train_dataloader())
-    assert len(batches) == 4 and all(batch["labels"].shape == (4, 8) for batch in batches)
+    assert len(batches) == 4 and all(batch.labels.shape == (4, 8) for batch in batches)
     pl.seed_everything(0)
-    module = RerankModule(model_name=str(workdir / "bert"), loss=loss, encoder_lr=1e-3, head_lr=1e-2, warmup=0)
+    module = rerank_module(data, loss=loss, encoder_lr=1e-3, head_lr=1e-2, warmup=0)
 
     def mean_loss() -> float:
         module.eval()
@@ -85,12 +93,12 @@ def capture_first_update(workdir: Path, output: Path, batch_size: int, accumulat
     grads: list[torch.Tensor] = []
 
     class Capture(pl.Callback):
-        def on_before_optimizer_step(self, trainer, module, optimizer) -> None:  # noqa: ANN001
+        def on_before_optimizer_step(self, trainer, module, optimizer) -> None:
             grads.extend(p.grad.detach().clone() for p in module.model.parameters())
 
     pl.seed_everything(0)
-    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet", warmup=0)
     data = data_module(workdir, output, batch_size=batch_size)
+    module = rerank_module(data, loss="listnet", warmup=0)
     trainer(output, max_steps=1, accumulate_grad_batches=accumulate, callbacks=[Capture()]).fit(module, datamodule=data)
     return grads, [p.detach().clone() for p in module.model.parameters()]
 
@@ -113,20 +121,21 @@ def test_mixed_precision_on_cpu_keeps_the_loss_finite(workdir: Path, tmp_path: P
     losses: list[float] = []
 
     class Record(pl.Callback):
-        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:  # noqa: ANN001
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
             losses.append(outputs["loss"].item())
 
-    module = RerankModule(model_name=str(workdir / "bert"), loss="smoothi_ndcg")
+    data = data_module(workdir, tmp_path)
+    module = rerank_module(data, loss="smoothi_ndcg")
     run = trainer(tmp_path, max_steps=4, precision=precision, callbacks=[Record()])
     # Lightning has no float16 autocast on CPU and runs 16-mixed as bf16-mixed (with a warning)
     assert run.precision == "bf16-mixed"
-    run.fit(module, datamodule=data_module(workdir, tmp_path))
+    run.fit(module, datamodule=data)
     assert len(losses) == 4 and all(torch.isfinite(torch.tensor(losses)))
 
 
 def test_evaluation_covers_each_query_once_and_matches_trec_eval(workdir: Path, tmp_path: Path) -> None:
     data = data_module(workdir, tmp_path, eval_batch_size=7)
-    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet", interpolate=True)
+    module = rerank_module(data, loss="listnet", interpolate=True)
     (metrics,) = trainer(tmp_path, limit_val_batches=1.0).validate(module, datamodule=data)
     run = read_run(tmp_path / "runs" / "validation.run")
     assert sorted(run) == sorted(c.query_id for c in data.lists["validation"])
@@ -142,8 +151,7 @@ def test_two_processes_give_the_same_validation_metrics_as_one(workdir: Path, tm
     for devices in (1, 2):
         output = tmp_path / f"devices{devices}"
         subprocess.run([sys.executable, str(REPO / "tests" / "ddp_validate.py"), str(workdir), str(output),
-                        str(devices)], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-                       capture_output=True, timeout=300)
+                        str(devices)], check=True, cwd=REPO, env=TEST_ENV, capture_output=True, timeout=300)
         results[devices] = json.loads((output / "validation.json").read_text())
     assert results[2]["world_size"] == 2
     assert results[2]["metrics"] == pytest.approx(results[1]["metrics"], abs=1e-6)
@@ -153,10 +161,11 @@ def test_two_processes_give_the_same_validation_metrics_as_one(workdir: Path, tm
 def fit_config(workdir: Path, path: Path) -> Path:
     """A small run of ``rerank.fit``: 2 epochs of 8 steps, validation after each, last.ckpt every 2 steps."""
     config = {
-        "model": {"model_name": str(workdir / "bert"), "loss": "smoothi_ndcg", "dropout": 0.1},
+        "model": {"model_name": str(workdir / "bert"), "loss": "smoothi_ndcg", "dropout": 0.1,
+                  "tokenization": {"max_length": 64, "max_query_length": 16}},
         "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
-                 "folds": {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}, "depth": 20, "list_size": 8,
-                 "batch_size": 4, "max_length": 64, "max_query_length": 16},
+                 "folds": {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}, "rerank_depth": 20,
+                 "list_size": 8, "batch_size": 4},
         "trainer": {"max_epochs": 2, "limit_train_batches": 8, "enable_progress_bar": False,
                     "num_sanity_val_steps": 0, "logger": False},
         "last_checkpoint": {"every_n_train_steps": 2},
@@ -167,7 +176,7 @@ def fit_config(workdir: Path, path: Path) -> Path:
 
 def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, tmp_path: Path) -> None:
     config = fit_config(workdir, tmp_path / "config.yaml")
-    env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
+    env = TEST_ENV
 
     def run(output: str, *extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "rerank.fit", "--config", str(config), "--output_dir",
@@ -183,7 +192,7 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     expected = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     resumed_metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
-    assert set(expected) == set(resumed_metrics) == {"reranker", "bm25"}
+    assert set(expected) == set(resumed_metrics) == {"reranker", "first_stage", "bm25"}
     for system, values in expected.items():
         assert resumed_metrics[system] == pytest.approx(values, abs=1e-6)
     assert list(expected["reranker"]) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
@@ -237,29 +246,30 @@ def test_training_lists_follow_the_strategy(workdir: Path, tmp_path: Path) -> No
     data.prepare_data()
     data.setup("fit")
     for batch in islice(data.train_dataloader(), 20):
-        assert batch["labels"].shape == (1, 4) and batch["mask"].all()
-        assert (batch["labels"][0, ::2] > 0).all() and (batch["labels"][0, 1::2] == 0).all()
+        assert batch.labels.shape == (1, 4) and batch.mask.all()
+        assert (batch.labels[0, ::2] > 0).all() and (batch.labels[0, 1::2] == 0).all()
     top = data_module(workdir, tmp_path, strategy="top", list_size=30, batch_size=2)
     top.prepare_data()
     top.setup("fit")
     batch = next(iter(top.train_dataloader()))
-    assert batch["labels"].shape == (2, 30) and batch["mask"].sum(1).tolist() == [20, 20]  # padded past depth 20
-    assert batch["slots"].tolist() == [*range(20), *range(30, 50)]
+    assert batch.labels.shape == (2, 30) and batch.mask.sum(1).tolist() == [20, 20]  # padded past depth 20
+    assert batch.slots.tolist() == [*range(20), *range(30, 50)]
 
 
 def test_gradient_checkpointing_and_maxp_train_the_same_model(workdir: Path, tmp_path: Path) -> None:
-    data = data_module(workdir, tmp_path, passages="maxp", max_length=40, stride=8, max_passages=3, num_workers=2)
+    maxp = TokenizationConfig(max_length=40, max_query_length=16, passages="maxp", stride=8, max_passages=3)
+    data = data_module(workdir, tmp_path, tokenization=maxp, num_workers=2)
     data.prepare_data()
     data.setup("fit")
     batch = next(iter(data.train_dataloader()))  # tokenized in two worker processes
-    pairs = batch["passage_to_pair"]
-    assert pairs.tolist() == sorted(pairs.tolist()) and int(pairs[-1]) + 1 == len(batch["slots"])
-    assert len(pairs) > len(batch["slots"])  # long documents give several passages, at most 3
+    pairs = batch.inputs.passage_to_pair
+    assert pairs.tolist() == sorted(pairs.tolist()) and int(pairs[-1]) + 1 == len(batch.slots)
+    assert len(pairs) > len(batch.slots)  # long documents give several passages, at most 3
     assert torch.bincount(pairs).max() == 3
     losses, grads = [], []
     for checkpointing in (False, True):
         pl.seed_everything(0)
-        module = RerankModule(model_name=str(workdir / "bert"), loss="lambdarank", gradient_checkpointing=checkpointing)
+        module = rerank_module(data, loss="lambdarank", gradient_checkpointing=checkpointing)
         loss = module.list_loss(batch)
         loss.backward()
         losses.append(loss.item())
@@ -277,8 +287,9 @@ def test_robust04_protocol_and_loss_overrides_parse(overrides: list[str], capsys
     config = yaml.safe_load(capsys.readouterr().out)
     expected_loss = overrides[0].split("/")[1].removesuffix(".yaml") if overrides else "smoothi_ndcg"
     assert config["model"]["loss"] == expected_loss
-    assert config["model"]["loss_args"] == yaml.safe_load((REPO / "configs" / (overrides or ["losses/smoothi_ndcg.yaml"])[0])
-                                                          .read_text())["model"]["loss_args"]
-    assert config["data"]["depth"] == 150 and config["data"]["strategy"] == "pairs" and config["data"]["list_size"] == 4
+    loss_config = REPO / "configs" / (overrides or ["losses/smoothi_ndcg.yaml"])[0]
+    assert config["model"]["loss_args"] == yaml.safe_load(loss_config.read_text())["model"]["loss_args"]
+    assert config["data"]["rerank_depth"] == 150 and config["data"]["strategy"] == "pairs"
+    assert config["data"]["list_size"] == 4 and config["model"]["tokenization"]["passages"] == "maxp"
     assert config["trainer"]["accumulate_grad_batches"] == 8 and config["trainer"]["precision"] == "16-mixed"
     assert config["model"]["model_name"] == "bert-base-uncased" and config["model"]["selection_metric"] == "nDCG@20"

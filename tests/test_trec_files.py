@@ -64,7 +64,7 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
 
 def test_interrupted_write_leaves_no_file(tmp_path: Path) -> None:
     class Boom(dict):
-        def items(self):  # noqa: ANN202
+        def items(self):
             raise RuntimeError("interrupted")
 
     with pytest.raises(RuntimeError):

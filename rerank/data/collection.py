@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from .trec import Qrels, map_label, read_qrels
 
@@ -66,13 +67,33 @@ class CollectionConfig:
     def __post_init__(self) -> None:
         local = [name for name in ("docs", "queries", "qrels") if getattr(self, name)]
         if self.ir_datasets and local:
-            raise ValueError(f"collection: give either ir_datasets or local files, not both (got ir_datasets and {', '.join(local)})")
+            raise ValueError("collection: give either ir_datasets or local files, not both (got ir_datasets and "
+                             f"{', '.join(local)})")
         if not self.ir_datasets and not local:
             raise ValueError("collection: give an ir_datasets id or local files (docs, queries, qrels)")
         if self.query_field not in QUERY_FIELDS:
-            raise ValueError(f"collection.query_field must be one of {', '.join(QUERY_FIELDS)}; got {self.query_field!r}")
+            raise ValueError(f"collection.query_field must be one of {', '.join(QUERY_FIELDS)}; "
+                             f"got {self.query_field!r}")
         if self.label_map is not None:
             self.label_map = {int(k): int(v) for k, v in self.label_map.items()}
+
+
+def as_collection_config(value: CollectionConfig | Mapping[str, Any], where: str) -> CollectionConfig:
+    """A :class:`CollectionConfig` from itself or from a config mapping, with ``where`` (the option) in errors.
+
+    The CLI hands collections over as mappings, so that a later ``collection:`` in stacked configs replaces an
+    earlier one as a whole instead of merging into it (Cranfield's ``label_map`` must not reach your files).
+    """
+    if isinstance(value, CollectionConfig):
+        return value
+    known = set(CollectionConfig.__dataclass_fields__)
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    try:
+        return CollectionConfig(**value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: {error}") from None
 
 
 class Documents:
@@ -130,6 +151,11 @@ class Collection:
     def qrels(self) -> Qrels:
         return self._source.qrels()
 
+    @property
+    def has_qrels(self) -> bool:
+        """Whether the collection has judgments (local collections may come without a qrels file)."""
+        return self._source.has_qrels()
+
 
 class _Source:
     def __init__(self, config: CollectionConfig) -> None:
@@ -142,6 +168,9 @@ class _Source:
         raise NotImplementedError
 
     def qrels(self) -> Qrels:
+        raise NotImplementedError
+
+    def has_qrels(self) -> bool:
         raise NotImplementedError
 
     def query_text(self, fields: Mapping[str, str], where: str) -> str:
@@ -166,7 +195,7 @@ class _IrDatasetsSource(_Source):
     """A collection from ``ir_datasets`` (offline from ``$IR_DATASETS_HOME`` when its files are there)."""
 
     @cached_property
-    def dataset(self):  # noqa: ANN201 - ir_datasets has no public type
+    def dataset(self):
         import ir_datasets
 
         try:
@@ -188,6 +217,9 @@ class _IrDatasetsSource(_Source):
         with missing_data(self.config.ir_datasets, "queries"):
             records = list(self.dataset.queries_iter())
         return {q.query_id: self.query_text(q._asdict(), where) for q in records}
+
+    def has_qrels(self) -> bool:
+        return self.dataset.has_qrels()
 
     def qrels(self) -> Qrels:
         with missing_data(self.config.ir_datasets, "qrels"):
@@ -235,11 +267,11 @@ def missing_data(dataset_id: str, what: str) -> Iterator[None]:
 
 
 class _IrDatasetsDocuments(Documents):
-    def __init__(self, dataset_id: str, dataset) -> None:  # noqa: ANN001
+    def __init__(self, dataset_id: str, dataset) -> None:
         self.dataset_id, self.dataset = dataset_id, dataset
 
     @cached_property
-    def _store(self):  # noqa: ANN202
+    def _store(self):
         with missing_data(self.dataset_id, "documents"):
             return self.dataset.docs_store()
 
@@ -269,7 +301,7 @@ class _IrDatasetsDocuments(Documents):
         return hashlib.sha1(f"ir_datasets:{self.dataset_id}:{len(self)}".encode()).hexdigest()[:12]
 
 
-def _document_text(doc) -> str:  # noqa: ANN001
+def _document_text(doc) -> str:
     fields = doc._asdict()
     if "title" in fields or "text" in fields:
         return _join(fields.get("title"), fields.get("text"))
@@ -298,9 +330,10 @@ class _LocalSource(_Source):
             from ir_datasets.util import LocalDownload
 
             topics = TrecQueries(LocalDownload(path), namespace="local", lang="en")
-            return {q.query_id: self.query_text(q._asdict(), f"{path} topic {q.query_id}") for q in topics.queries_iter()}
+            return {q.query_id: self.query_text(q._asdict(), f"{path} topic {q.query_id}")
+                    for q in topics.queries_iter()}
         queries = {}
-        with path.open(encoding="utf-8", newline="") as handle:
+        with path.open(encoding="utf-8-sig", newline="") as handle:
             for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
                 if not row:
                     continue
@@ -311,12 +344,15 @@ class _LocalSource(_Source):
                 queries[row[0]] = self.query_text({"text": row[-1]}, f"{path}:{number}")
         return queries
 
+    def has_qrels(self) -> bool:
+        return bool(self.config.qrels)
+
     def qrels(self) -> Qrels:
         return read_qrels(self._path("qrels"), self.config.label_map, self.config.binarize_at)
 
 
 def _looks_like_trec_topics(path: Path) -> bool:
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:
         return "<top>" in handle.read(4096)
 
 
@@ -335,7 +371,7 @@ class _ArrowDocuments(Documents):
         return hashlib.sha1(f"{self.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
 
     @cached_property
-    def _table(self):  # noqa: ANN202
+    def _table(self):
         import datasets
 
         datasets.disable_progress_bars()
@@ -388,7 +424,7 @@ class _ArrowDocuments(Documents):
 def _read_documents(path: str) -> Iterator[dict[str, str]]:
     """Rows ``{doc_id, text}`` of a JSONL or TSV document file, with the line number of any bad row."""
     source = Path(path)
-    with source.open(encoding="utf-8", newline="") as handle:
+    with source.open(encoding="utf-8-sig", newline="") as handle:
         if source.suffix in (".jsonl", ".json"):
             for number, line in enumerate(handle, start=1):
                 if not line.strip():
@@ -397,7 +433,8 @@ def _read_documents(path: str) -> Iterator[dict[str, str]]:
                     record = json.loads(line)
                     yield {"doc_id": str(record["doc_id"]), "text": _join(record.get("title"), record.get("text"))}
                 except (json.JSONDecodeError, KeyError, TypeError) as error:
-                    raise ValueError(f"{source}:{number}: expected a JSON object with doc_id ({error}): {line[:200]!r}") from None
+                    raise ValueError(f"{source}:{number}: expected a JSON object with doc_id ({error}): "
+                                     f"{line[:200]!r}") from None
         else:
             for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
                 if not row:

@@ -23,12 +23,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
 from torch.utils.data import Dataset, DistributedSampler
 
+from .batches import TrainingList
 from .collection import Documents
-from .tokenization import PairTokenizer
-from .trec import Qrels, Run
+from .trec import Qrels, Run, ranked
 
 STRATEGIES = ("top", "random", "pairs")
 
@@ -46,22 +45,22 @@ class Candidates:
 
 def candidate_lists(run: Run, queries: Mapping[str, str], qrels: Qrels, query_ids: Sequence[str],
                     depth: int) -> list[Candidates]:
-    """The top ``depth`` candidates of each query in ``query_ids`` that the run has, ranked by score then doc id."""
+    """The top ``depth`` candidates of each query in ``query_ids`` that the run has (ties: :func:`ranked`)."""
     lists = []
     for qid in query_ids:
         if not run.get(qid):
             continue
-        ranked = sorted(run[qid].items(), key=lambda item: (-item[1], item[0]))[:depth]
+        best = ranked(run[qid])[:depth]
         judged = qrels.get(qid, {})
-        lists.append(Candidates(qid, queries[qid], [doc for doc, _ in ranked],
-                                [max(judged.get(doc, 0), 0) for doc, _ in ranked], [score for _, score in ranked]))
+        lists.append(Candidates(qid, queries[qid], [doc for doc, _ in best],
+                                [max(judged.get(doc, 0), 0) for doc, _ in best], [score for _, score in best]))
     return lists
 
 
 def select(candidates: Candidates, list_size: int, strategy: str, rng: random.Random) -> list[int]:
     """Positions (into ``candidates``) of one training list."""
     positions = range(len(candidates.doc_ids))
-    if strategy == "top" or len(positions) <= list_size and strategy == "random":
+    if strategy == "top" or (len(positions) <= list_size and strategy == "random"):
         return list(positions[:list_size])
     relevant = [p for p in positions if candidates.labels[p] > 0]
     if strategy == "random":
@@ -98,33 +97,13 @@ class TrainingLists(Dataset):
     def __len__(self) -> int:
         return len(self.lists)
 
-    def __getitem__(self, key: tuple[int, int]) -> dict:
+    def __getitem__(self, key: tuple[int, int]) -> TrainingList:
         epoch, index = key
         candidates = self.lists[index]
         positions = select(candidates, self.list_size, self.strategy, random.Random(f"{self.seed}/{epoch}/{index}"))
-        doc_ids = [candidates.doc_ids[p] for p in positions]
-        return {"query": candidates.query, "doc_ids": doc_ids,
-                "documents": [self.documents.text(doc) for doc in doc_ids],
-                "labels": [candidates.labels[p] for p in positions]}
-
-
-@dataclass
-class ListCollator:
-    """Tokenizes a batch of training lists; ``labels``/``mask`` are ``[Q, list_size]`` and ``slots`` says where
-    each scored pair goes in the flattened ``[Q * list_size]`` list."""
-
-    tokenize: PairTokenizer
-    list_size: int
-
-    def __call__(self, items: list[dict]) -> dict[str, Tensor]:
-        labels = torch.zeros(len(items), self.list_size, dtype=torch.long)
-        mask = torch.zeros(len(items), self.list_size, dtype=torch.bool)
-        for row, item in enumerate(items):
-            labels[row, : len(item["labels"])] = torch.tensor(item["labels"])
-            mask[row, : len(item["labels"])] = True
-        batch = self.tokenize([item["query"] for item in items for _ in item["documents"]],
-                              [document for item in items for document in item["documents"]])
-        return {**batch, "labels": labels, "mask": mask, "slots": mask.flatten().nonzero().squeeze(1)}
+        return TrainingList(query=candidates.query,
+                            documents=[self.documents.text(candidates.doc_ids[p]) for p in positions],
+                            labels=[candidates.labels[p] for p in positions])
 
 
 class EvaluationBatches(Dataset):
@@ -143,18 +122,6 @@ class EvaluationBatches(Dataset):
 
     def __getitem__(self, index: int) -> list[tuple[str, str, str, float, str]]:
         return [(qid, query, doc, score, self.documents.text(doc)) for qid, query, doc, score in self.batches[index]]
-
-
-@dataclass
-class PairCollator:
-    """Tokenizes one evaluation batch; query ids, doc ids and first-stage scores ride along."""
-
-    tokenize: PairTokenizer
-
-    def __call__(self, pairs: list[tuple[str, str, str, float, str]]) -> dict:
-        qids, queries, doc_ids, scores, texts = map(list, zip(*pairs))
-        return {**self.tokenize(queries, texts), "query_ids": qids, "doc_ids": doc_ids,
-                "first_stage_scores": torch.tensor(scores, dtype=torch.float64)}
 
 
 class TrainingSampler(DistributedSampler):

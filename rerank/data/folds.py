@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 SCHEMES = ("robust04", "kfold", "explicit")
+SPLITS = ("train", "validation", "test")
+ROBUST04_FOLD_COUNT = 5
 
 
 @dataclass(frozen=True)
@@ -55,13 +57,22 @@ class FoldsConfig:
             raise ValueError("folds.lists: the explicit scheme needs at least 3 lists of query ids")
         if self.scheme == "kfold" and self.count < 3:
             raise ValueError(f"folds.count must be at least 3 (train, validation, test); got {self.count}")
+        if not 1 <= self.test <= self.fold_count:
+            raise ValueError(f"folds.test must lie in 1..{self.fold_count}; got {self.test}")
+
+    @property
+    def fold_count(self) -> int:
+        """How many folds the scheme defines (the test folds a cross-validation rotates through)."""
+        if self.scheme == "robust04":
+            return ROBUST04_FOLD_COUNT
+        return len(self.lists) if self.scheme == "explicit" else self.count
 
 
 def robust04_folds() -> list[list[str]]:
     """The 5 standard Robust04 folds (Huston and Croft 2014), from ``ir_datasets``."""
     from ir_datasets.datasets.disks45 import ROBUST04_FOLDS
 
-    return [sorted(ROBUST04_FOLDS[f"fold{k}"], key=int) for k in range(1, 6)]
+    return [sorted(ROBUST04_FOLDS[f"fold{k}"], key=int) for k in range(1, ROBUST04_FOLD_COUNT + 1)]
 
 
 def kfold(query_ids: Iterable[str], count: int, seed: int) -> list[list[str]]:

@@ -18,11 +18,28 @@ PASSAGE_MODES = ("first", "maxp")
 
 
 @dataclass
-class PairTokenizer:
-    """Turns lists of queries and documents into model inputs (used inside DataLoader workers).
+class PairInputs:
+    """Tokenized (query, document) rows padded to the longest (``[rows, length]`` each); with MaxP passages,
+    ``passage_to_pair[i]`` is the pair that row ``i`` belongs to."""
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    token_type_ids: Tensor | None = None
+    passage_to_pair: Tensor | None = None
+
+    @property
+    def pairs(self) -> int:
+        """How many (query, document) pairs the rows belong to."""
+        if self.passage_to_pair is None:
+            return self.input_ids.shape[0]
+        return int(self.passage_to_pair[-1]) + 1 if len(self.passage_to_pair) else 0
+
+
+@dataclass(frozen=True)
+class TokenizationConfig:
+    """How (query, document) pairs become rows: part of a model, kept with its export (``config.json``).
 
     Attributes:
-        tokenizer: a Hugging Face (fast) tokenizer.
         max_length: tokens per row, special tokens included.
         max_query_length: cap on query tokens.
         passages: ``first`` (truncate the document) or ``maxp`` (overlapping passages, max-pooled).
@@ -30,7 +47,6 @@ class PairTokenizer:
         max_passages: passages kept per document (``maxp``), from its start.
     """
 
-    tokenizer: object
     max_length: int = 512
     max_query_length: int = 64
     passages: str = "first"
@@ -45,36 +61,52 @@ class PairTokenizer:
                              f"with max_length {self.max_length}")
         if self.passages == "maxp" and not 0 <= self.stride < self.max_length - self.max_query_length - 3:
             raise ValueError(f"stride must be smaller than the passage length; got {self.stride}")
+        if self.max_passages < 1:
+            raise ValueError(f"max_passages must be positive; got {self.max_passages}")
+
+
+@dataclass
+class PairTokenizer:
+    """Turns lists of queries and documents into model inputs (used inside DataLoader workers).
+
+    Attributes:
+        tokenizer: a Hugging Face (fast) tokenizer.
+        config: lengths and passages.
+    """
+
+    tokenizer: object
+    config: TokenizationConfig = TokenizationConfig()
 
     def truncate_queries(self, queries: list[str]) -> list[str]:
         """Each query cut after its ``max_query_length``-th token (at the token's end in the text)."""
         encoded = self.tokenizer(queries, add_special_tokens=False, truncation=True,
-                                 max_length=self.max_query_length, return_offsets_mapping=True)
+                                 max_length=self.config.max_query_length, return_offsets_mapping=True)
         return [query[: offsets[-1][1]] if offsets else query
                 for query, offsets in zip(queries, encoded["offset_mapping"])]
 
     def encode(self, queries: list[str], documents: list[str]) -> tuple[dict[str, list], list[int]]:
         """Unpadded rows (``input_ids``, ...) and, for each row, the index of its (query, document) pair."""
-        maxp = self.passages == "maxp"
+        config = self.config
+        maxp = config.passages == "maxp"
         encoded = self.tokenizer(self.truncate_queries(queries), documents, truncation="only_second",
-                                 max_length=self.max_length, stride=self.stride if maxp else 0,
+                                 max_length=config.max_length, stride=config.stride if maxp else 0,
                                  return_overflowing_tokens=maxp)
         rows = {key: value for key, value in encoded.items() if key != "overflow_to_sample_mapping"}
         if not maxp:
             return rows, list(range(len(documents)))
         pair_of_row = encoded["overflow_to_sample_mapping"]
         keep = [row for row, pair in enumerate(pair_of_row)
-                if row < self.max_passages or pair_of_row[row - self.max_passages] != pair]
+                if row < config.max_passages or pair_of_row[row - config.max_passages] != pair]
         return {key: [value[row] for row in keep] for key, value in rows.items()}, [pair_of_row[row] for row in keep]
 
-    def pad(self, rows: dict[str, list]) -> dict[str, Tensor]:
-        """Rows padded to the longest one, as tensors."""
-        return dict(self.tokenizer.pad(rows, return_tensors="pt"))
+    def pad(self, rows: dict[str, list], pair_of_row: list[int] | None = None) -> PairInputs:
+        """Rows padded to the longest one; ``pair_of_row`` (MaxP) becomes ``passage_to_pair``."""
+        padded = self.tokenizer.pad(rows, return_tensors="pt")
+        return PairInputs(input_ids=padded["input_ids"], attention_mask=padded["attention_mask"],
+                          token_type_ids=padded.get("token_type_ids"),
+                          passage_to_pair=None if pair_of_row is None else torch.tensor(pair_of_row))
 
-    def __call__(self, queries: list[str], documents: list[str]) -> dict[str, Tensor]:
-        """Padded ``input_ids``, ``attention_mask`` (and ``token_type_ids``), plus ``passage_to_pair`` for MaxP."""
+    def __call__(self, queries: list[str], documents: list[str]) -> PairInputs:
+        """The padded rows of the pairs (with ``passage_to_pair`` for MaxP)."""
         rows, pair_of_row = self.encode(queries, documents)
-        batch = self.pad(rows)
-        if self.passages == "maxp":
-            batch["passage_to_pair"] = torch.tensor(pair_of_row)
-        return batch
+        return self.pad(rows, pair_of_row if self.config.passages == "maxp" else None)

@@ -1,20 +1,25 @@
-"""TREC run and qrels files: strict readers with precise errors, and atomic writers.
+"""TREC run and qrels files, and the two types every layer shares: :data:`Run` and :data:`Qrels`.
 
 Run lines are ``query_id Q0 doc_id rank score tag``; qrels lines are ``query_id iteration doc_id relevance``.
-Malformed input fails with :class:`TrecFormatError`, which names the file, the line number and the line.
+Malformed input fails with :class:`TrecFormatError`, which names the file, the line number and the line. Files
+are read as UTF-8 with or without a byte-order mark, and written atomically (:mod:`rerank.atomic`).
+
+Rankings break score ties by doc id, ascending (:func:`ranked`), the same way everywhere: in written runs, in
+the candidates cut from a first stage (:func:`top_k`) and in training lists.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import tempfile
-from collections.abc import Callable, Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
+from ..atomic import atomic_write
+
 Run = dict[str, dict[str, float]]
+"""query id -> {doc id: score}; higher scores rank first."""
 Qrels = dict[str, dict[str, int]]
+"""query id -> {doc id: graded relevance}."""
 
 
 class TrecFormatError(ValueError):
@@ -29,7 +34,7 @@ def _lines(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:
         for number, line in enumerate(handle, start=1):
             fields = line.split()
             if fields:
@@ -50,7 +55,8 @@ def read_run(path: str | Path, queries: Collection[str] | None = None) -> Run:
     run: Run = {}
     for number, line, fields in _lines(path):
         if len(fields) != 6:
-            raise TrecFormatError(path, number, line, f"expected 6 columns (qid Q0 docid rank score tag), got {len(fields)}")
+            raise TrecFormatError(path, number, line,
+                                  f"expected 6 columns (qid Q0 docid rank score tag), got {len(fields)}")
         qid, _, doc_id, _, score_text, _ = fields
         try:
             score = float(score_text)
@@ -84,7 +90,8 @@ def read_qrels(
     qrels: Qrels = {}
     for number, line, fields in _lines(path):
         if len(fields) != 4:
-            raise TrecFormatError(path, number, line, f"expected 4 columns (qid iteration docid relevance), got {len(fields)}")
+            raise TrecFormatError(path, number, line,
+                                  f"expected 4 columns (qid iteration docid relevance), got {len(fields)}")
         qid, _, doc_id, relevance_text = fields
         try:
             relevance = int(relevance_text)
@@ -103,12 +110,21 @@ def map_label(relevance: int, label_map: Mapping[int, int] | None, binarize_at: 
     return int(label >= binarize_at) if binarize_at is not None else label
 
 
+def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
+    """``(doc id, score)`` pairs best first; equal scores by doc id, ascending."""
+    return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> Run:
+    """The ``k`` best documents of each query (ties as :func:`ranked`), each query's in rank order."""
+    return {qid: dict(ranked(scores)[:k]) for qid, scores in run.items()}
+
+
 def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "rerank") -> None:
-    """Write a run atomically, each query's documents by decreasing score (ties by doc id, as trec_eval)."""
+    """Write a run atomically, each query's documents by decreasing score (ties by doc id, see :func:`ranked`)."""
     with atomic_write(path) as handle:
         for qid in sorted(run, key=_natural_key):
-            ranked = sorted(run[qid].items(), key=lambda item: (-item[1], item[0]))
-            for rank, (doc_id, score) in enumerate(ranked, start=1):
+            for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
                 handle.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
 
 
@@ -122,19 +138,3 @@ def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> Non
 
 def _natural_key(qid: str) -> tuple[int, int | str]:
     return (0, int(qid)) if qid.isdigit() else (1, qid)
-
-
-@contextmanager
-def atomic_write(path: str | Path, opener: Callable[..., object] = open) -> Iterator:
-    """Write ``path`` through a temporary file in the same folder, renamed into place on success only."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(descriptor)
-    try:
-        with opener(temporary, "w", encoding="utf-8") as handle:
-            yield handle
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

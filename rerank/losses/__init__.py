@@ -1,15 +1,23 @@
 """Loss heads: each maps a query's candidate scores ``[Q, N]`` and labels ``[Q, N]`` to a scalar loss.
 
 Call every loss as ``loss(scores, labels, mask=None)`` (see :mod:`rerank.losses.base` for the rules they keep)
-and build one by name with :func:`build`::
+and build one by name with :func:`build`, or name your own :class:`RankingLoss` subclass by its import path::
 
     >>> from rerank.losses import build
     >>> loss = build("smoothi_ndcg", alpha=1.0, delta=0.1)
+    >>> loss = build({"class_path": "rerank.losses.RankNet", "init_args": {"sigma": 2.0}})
+
+In a config: ``model.loss: smoothi_ndcg`` with ``model.loss_args: {alpha: 1.0}``, or
+``model.loss: {class_path: my_pkg.MyLoss, init_args: {...}}`` (importing ``my_pkg`` runs its code, as any
+``class_path`` of a Lightning config does).
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
+from collections.abc import Mapping
+from typing import Any
 
 from .approx_ndcg import ApproxNDCG
 from .base import RankingLoss
@@ -42,21 +50,45 @@ LOSSES: dict[str, type[RankingLoss]] = {
 }
 
 
-def build(name: str, **kwargs: object) -> RankingLoss:
-    """Build the loss registered as ``name`` with its parameters.
+def build(name: str | Mapping[str, Any], **kwargs: object) -> RankingLoss:
+    """Build the loss registered as ``name``, or the class of ``{"class_path": ..., "init_args": {...}}``, with
+    its parameters (``kwargs`` add to ``init_args``).
 
     Raises:
-        ValueError: unknown name, unknown parameter or invalid parameter value; the message lists what is allowed.
+        ValueError: unknown name or class, a class that is not a :class:`RankingLoss`, unknown parameter or invalid
+            parameter value; the message lists what is allowed.
     """
-    if name not in LOSSES:
-        raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(LOSSES)}")
-    cls = LOSSES[name]
-    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    if isinstance(name, Mapping):
+        cls, label = _import_loss(name), name.get("class_path")
+        kwargs = {**(name.get("init_args") or {}), **kwargs}
+    elif name in LOSSES:
+        cls, label = LOSSES[name], name
+    else:
+        raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(LOSSES)}, or give "
+                         "{class_path: package.module.YourLoss, init_args: {...}}")
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         accepted = ", ".join(allowed) if allowed else "none"
-        raise ValueError(f"loss {name!r} has no parameter {', '.join(unknown)}; it accepts: {accepted}")
+        raise ValueError(f"loss {label!r} has no parameter {', '.join(unknown)}; it accepts: {accepted}")
     return cls(**kwargs)
 
 
-__all__ = ["LOSSES", "build", "RankingLoss", *sorted(cls.__name__ for cls in LOSSES.values())]
+def _import_loss(spec: Mapping[str, Any]) -> type[RankingLoss]:
+    unknown = sorted(set(spec) - {"class_path", "init_args"})
+    if unknown or not isinstance(spec.get("class_path"), str):
+        raise ValueError(f"a loss given as a mapping needs class_path (and optionally init_args); got {dict(spec)}")
+    module_name, _, class_name = spec["class_path"].rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as error:
+        raise ValueError(f"loss class_path {spec['class_path']!r} cannot be imported: {error}") from None
+    if not (isinstance(cls, type) and issubclass(cls, RankingLoss)):
+        raise ValueError(f"loss class_path {spec['class_path']!r} is not a rerank.losses.RankingLoss subclass (its "
+                         "per_query or weighted_sum gets the padding and empty-query rules of rerank.losses.base)")
+    return cls
+
+
+__all__ = ["LOSSES", "ApproxNDCG", "LambdaLoss", "LambdaRank", "ListMLE", "ListNet", "NeuralNDCG", "PairwiseHinge",
+           "PointwiseBCE", "PointwiseMSE", "RankNet", "RankingLoss", "SmoothIAP", "SmoothINDCG", "SmoothIPrecision",
+           "SoftNDCG", "build"]

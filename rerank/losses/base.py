@@ -24,7 +24,6 @@ from torch import Tensor, nn
 
 from .functional import float_mask
 
-
 EXCLUDED = torch.finfo(torch.float32).min
 """The score of a candidate left out of a softmax: finite in every dtype the losses compute in (float32 and up),
 and low enough that ``exp(EXCLUDED - s)`` is exactly 0 for any real score s."""

@@ -15,7 +15,8 @@ GAINS = ("exp2m1", "exp2", "linear")
 
 
 def check_gain(gain: str) -> str:
-    """Validate a gain name: ``exp2m1`` (2^y - 1, the default), ``exp2`` (2^y, SmoothI authors' code), ``linear`` (y)."""
+    """Validate a gain name: ``exp2m1`` (2^y - 1, the default), ``exp2`` (2^y, SmoothI authors' code) or
+    ``linear`` (y)."""
     if gain not in GAINS:
         raise ValueError(f"gain must be one of {', '.join(GAINS)}; got {gain!r}")
     return gain

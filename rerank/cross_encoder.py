@@ -1,29 +1,28 @@
-"""The cross-encoder: ``[CLS] query [SEP] document [SEP]`` -> encoder -> [CLS] head -> one relevance score.
+"""The scoring model: ``[CLS] query [SEP] document [SEP]`` -> encoder -> [CLS] head -> one relevance score.
 
-The model is a Hugging Face sequence-classification model with one label
-(``AutoModelForSequenceClassification(num_labels=1)``): for BERT-style encoders its head is the [CLS] vector
-through BERT's pooler, dropout and a linear layer; other architectures bring their own [CLS] head (ELECTRA's
-dense-GELU-linear, for instance). Keeping the library's own classes means that:
+:class:`CrossEncoderModel` wraps a Hugging Face sequence-classification model with one label
+(``AutoModelForSequenceClassification(num_labels=1)``), its tokenizer and the tokenization it is trained and
+evaluated with (:class:`~rerank.data.tokenization.TokenizationConfig`). For BERT-style encoders the head is the
+[CLS] vector through BERT's pooler, dropout and a linear layer; other architectures bring their own [CLS] head
+(ELECTRA's dense-GELU-linear, for instance). Keeping the library's own classes means that:
 
 - any encoder loads by hub id or local path (``bert-base-uncased``, ``google/electra-base-discriminator``,
   ``sentence-transformers/all-MiniLM-L6-v2``), with a freshly initialised head;
 - an existing sequence-classification cross-encoder (``cross-encoder/ms-marco-MiniLM-L-6-v2``) keeps its
   trained head;
-- a trained model saves to a folder that ``transformers`` and ``sentence_transformers.CrossEncoder`` load as is.
-
-Two changes make training cheaper without changing the model: BERT's last layer is evaluated at [CLS] only,
-and dropout masks on CPU are drawn by :mod:`rerank.dropout`.
+- a trained model saves to a folder that ``transformers`` and ``sentence_transformers.CrossEncoder`` load as is,
+  with its tokenization in ``config.json`` (key ``rerank``) and the tokenizer's ``model_max_length`` set to it.
 
 Example::
 
-    >>> model = CrossEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
-    >>> scores = model(**model.tokenizer(["a query"], ["a document"], return_tensors="pt"))  # doctest: +SKIP
+    >>> model = CrossEncoderModel.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")  # doctest: +SKIP
+    >>> scores = model.score(model.pair_tokenizer()(["a query"], ["a document"]))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -31,34 +30,38 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
-from .dropout import attention as fast_dropout_attention
-from .dropout import use_fast_dropout
+from .data.tokenization import PairInputs, PairTokenizer, TokenizationConfig
 
 logger = logging.getLogger(__name__)
 
+CONFIG_KEY = "rerank"
+"""The key of ``config.json`` that holds what rerank trained the model with (``{"tokenization": {...}}``)."""
 
-class CrossEncoder(nn.Module):
-    """A sequence-classification model with one output, scoring (query, document) pairs."""
 
-    def __init__(self, model: PreTrainedModel, tokenizer=None) -> None:  # noqa: ANN001 - any HF tokenizer
+class CrossEncoderModel(nn.Module):
+    """A one-output sequence-classification model, its tokenizer and its tokenization, scoring pairs."""
+
+    def __init__(self, model: PreTrainedModel, tokenizer=None,
+                 tokenization: TokenizationConfig | None = None) -> None:
         super().__init__()
         if model.config.num_labels != 1:
             raise ValueError(f"a cross-encoder has one output; this model has num_labels={model.config.num_labels}")
         self.model = model
         self.tokenizer = tokenizer
-        use_fast_dropout(model)
-        _cls_only_last_layer(model)
+        self.tokenization = tokenization or saved_tokenization(model.config) or default_tokenization(tokenizer)
 
     @classmethod
     def from_pretrained(
-        cls, name_or_path: str, dropout: float | None = None, gradient_checkpointing: bool = False
-    ) -> CrossEncoder:
+        cls, name_or_path: str, dropout: float | None = None, gradient_checkpointing: bool = False,
+        tokenization: TokenizationConfig | None = None,
+    ) -> CrossEncoderModel:
         """Load an encoder (new head) or a one-label sequence-classification model (its trained head kept).
 
         Args:
             name_or_path: a Hugging Face hub id (from the local cache when offline) or a local folder.
             dropout: the classifier dropout (default: the model config's).
             gradient_checkpointing: trade compute for memory in the encoder's backward pass.
+            tokenization: lengths and passages (default: those the folder was trained with, else the defaults).
 
         Raises:
             OSError: the model is neither a local folder nor in the Hugging Face cache (offline), with the id.
@@ -77,11 +80,11 @@ class CrossEncoder(nn.Module):
             _identity_pooler(model)
         if gradient_checkpointing:  # renamed activation_checkpointing_enable in recent transformers
             getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
-        return cls(model, load_tokenizer(name_or_path))
+        return cls(model, load_tokenizer(name_or_path), tokenization)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None,
                 chunk_size: int | None = None) -> Tensor:
-        """``[B]`` scores of B tokenized (right-padded) pairs.
+        """``[B]`` scores of B tokenized (right-padded) rows.
 
         With ``chunk_size``, the rows are sorted by length and encoded ``chunk_size`` at a time, each chunk cut to
         its own longest row: less compute spent on padding, and a smaller activation peak per forward.
@@ -94,11 +97,22 @@ class CrossEncoder(nn.Module):
                   for rows, width in chunks]
         return torch.cat(scores)[torch.cat([rows for rows, _ in chunks]).argsort()]
 
+    def score(self, inputs: PairInputs, chunk_size: int | None = None) -> Tensor:
+        """``[pairs]`` scores of tokenized pairs; with MaxP passages, each pair's best passage's."""
+        scores = self(inputs.input_ids, inputs.attention_mask, inputs.token_type_ids, chunk_size=chunk_size)
+        if inputs.passage_to_pair is not None:
+            scores = max_over_passages(scores, inputs.passage_to_pair, inputs.pairs)
+        return scores
+
     def _scores(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None) -> Tensor:
         inputs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             inputs["token_type_ids"] = token_type_ids
         return self.model(**inputs).logits.squeeze(-1)
+
+    def pair_tokenizer(self) -> PairTokenizer:
+        """The tokenizer of (query, document) pairs with this model's tokenization."""
+        return PairTokenizer(self.tokenizer, self.tokenization)
 
     def head_parameters(self) -> list[nn.Parameter]:
         """The parameters of the classification head (everything outside the base encoder)."""
@@ -110,10 +124,44 @@ class CrossEncoder(nn.Module):
         return list(self.model.base_model.parameters())
 
     def save_pretrained(self, folder: str) -> None:
-        """Save model and tokenizer in the Hugging Face layout (``model.safetensors``, config, tokenizer)."""
+        """Save model and tokenizer in the Hugging Face layout (``model.safetensors``, config, tokenizer), with the
+        tokenization in ``config.json`` and the tokenizer's ``model_max_length`` at ``max_length``."""
+        config = self.model.config
+        setattr(config, CONFIG_KEY, {**(getattr(config, CONFIG_KEY, None) or {}),
+                                     "tokenization": dataclasses.asdict(self.tokenization)})
         self.model.save_pretrained(folder, safe_serialization=True)
         if self.tokenizer is not None:
-            self.tokenizer.save_pretrained(folder)
+            previous = self.tokenizer.model_max_length
+            self.tokenizer.model_max_length = self.tokenization.max_length
+            try:
+                self.tokenizer.save_pretrained(folder)
+            finally:
+                self.tokenizer.model_max_length = previous
+
+
+def saved_tokenization(config: object) -> TokenizationConfig | None:
+    """The tokenization a rerank export records in its ``config.json``, if any."""
+    saved = (getattr(config, CONFIG_KEY, None) or {}).get("tokenization")
+    return TokenizationConfig(**saved) if saved else None
+
+
+def default_tokenization(tokenizer=None) -> TokenizationConfig:
+    """:class:`TokenizationConfig`'s defaults, ``max_length`` capped by the tokenizer's (and the query cap with it)."""
+    default = TokenizationConfig()
+    length = min(default.max_length, getattr(tokenizer, "model_max_length", default.max_length))
+    if length == default.max_length:
+        return default
+    return dataclasses.replace(default, max_length=length, max_query_length=min(default.max_query_length, length // 2))
+
+
+def resolve_tokenization(name_or_path: str, tokenization: TokenizationConfig | None) -> TokenizationConfig:
+    """``tokenization`` when given, else the one the model was exported with, else the defaults (as
+    :class:`CrossEncoderModel` resolves it)."""
+    if tokenization is not None:
+        return tokenization
+    with _explained(name_or_path):
+        config = AutoConfig.from_pretrained(name_or_path)
+    return saved_tokenization(config) or default_tokenization(load_tokenizer(name_or_path))
 
 
 def max_over_passages(row_scores: Tensor, pair_of_row: Tensor, pairs: int) -> Tensor:
@@ -129,38 +177,6 @@ def length_chunks(attention_mask: Tensor, chunk_size: int) -> list[tuple[Tensor,
     lengths = attention_mask.sum(dim=1)
     order = lengths.argsort(stable=True)
     return [(rows, int(lengths[rows].max())) for rows in order.split(chunk_size)]
-
-
-def _cls_only_last_layer(model: PreTrainedModel) -> None:
-    """Evaluate BERT's last layer at the [CLS] position only: the head reads nothing else.
-
-    Its keys and values still come from every token, so the [CLS] output is unchanged, but the query
-    projection, the attention output, the feed-forward block and their gradients are computed for one row
-    instead of all (about a sixth less compute for a 6-layer encoder). The layer's ``forward`` is replaced on
-    the instance, so parameters, state dicts and exported folders stay those of the standard model.
-    """
-    if type(model).__name__ != "BertForSequenceClassification":
-        return
-    layer = model.base_model.encoder.layer[-1]
-    layer.forward = types.MethodType(_cls_only_forward, layer)
-
-
-def _cls_only_forward(layer: nn.Module, hidden_states: Tensor, attention_mask: Tensor | None = None,
-                      *args: object, **kwargs: object) -> Tensor:
-    """``BertLayer.forward`` for the first position only: ``[B, L, H]`` -> ``[B, 1, H]``."""
-    attention = layer.attention.self
-    batch = hidden_states.shape[0]
-    heads = (batch, -1, attention.num_attention_heads, attention.attention_head_size)
-    cls = hidden_states[:, :1]
-    query = attention.query(cls).view(heads).transpose(1, 2)
-    key = attention.key(hidden_states).view(heads).transpose(1, 2)
-    value = attention.value(hidden_states).view(heads).transpose(1, 2)
-    if attention_mask is not None and attention_mask.dim() == 4:
-        attention_mask = attention_mask[:, :, :1]
-    context, _ = fast_dropout_attention(attention, query, key, value, attention_mask, scaling=attention.scaling,
-                                        dropout=attention.dropout.p if layer.training else 0.0)
-    attended = layer.attention.output(context.reshape(batch, 1, -1), cls)
-    return layer.output(layer.intermediate(attended), attended)
 
 
 def _identity_pooler(model: PreTrainedModel) -> None:
@@ -186,15 +202,7 @@ def _explained(name_or_path: str) -> Iterator[None]:
         ) from None
 
 
-def load_tokenizer(name_or_path: str):  # noqa: ANN201 - any Hugging Face tokenizer
+def load_tokenizer(name_or_path: str):
     """The model's tokenizer, with the same error as the model when it cannot be found."""
     with _explained(name_or_path):
         return AutoTokenizer.from_pretrained(name_or_path)
-
-
-@torch.no_grad()
-def score_pairs(model: CrossEncoder, queries: list[str], documents: list[str], max_length: int = 512) -> Tensor:
-    """Scores of (query, document) pairs in one batch (for small checks; training batches come from the data module)."""
-    encoded = model.tokenizer(queries, documents, truncation="only_second", max_length=max_length, padding=True,
-                              return_tensors="pt")
-    return model(**encoded)

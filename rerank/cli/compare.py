@@ -1,47 +1,53 @@
-"""Compare systems the way the papers report them: ``python -m rerank.compare A B ... --collection cranfield``.
+"""Compare systems the way the papers report them: ``rerank compare A B ... --config cranfield.yaml``.
 
-Each system is a TREC run file or a ``rerank.cv`` directory (its ``test.run``, and ``test.interpolated.run`` as
-``<dir>/interpolated``; the first directory also brings ``bm25.run``, the candidates, as the system ``bm25``);
-the first system is the baseline. For P@1/5/10/20, MAP, nDCG@1/5/10/20 and nDCG over the judged queries of the
-baseline's run, it prints (and writes to
-``--output DIR/report.md``) a markdown table in the style of SmoothI's Table 4, with a paired two-sided t-test
-over queries against the baseline, Bonferroni-corrected over the comparisons made (systems x measures):
-``*`` marks p < alpha / comparisons. It saves two plots: per-fold bars per measure (for ``rerank.cv``
-directories) and the sorted per-query nDCG@20 difference of each system against the baseline.
+Each system is a TREC run file or a ``rerank cv`` directory (its re-ranker's test run, and its interpolated run
+as ``<dir>/interpolated``; the first directory also brings its first-stage run, the candidates, as the system
+``first_stage``); the first system is the baseline. The qrels come from ``--qrels FILE`` or from the collection
+of the config (``data.collection``, as in every command). For P@1/5/10/20, MAP, nDCG@1/5/10/20 and nDCG over
+the judged queries of the baseline's run, it prints (and writes to ``--output DIR/report.md``) a markdown table
+in the style of SmoothI's Table 4, with a paired two-sided t-test over queries against the baseline,
+Bonferroni-corrected over the comparisons made (systems x measures): ``*`` marks p < alpha / comparisons. It
+saves two plots: per-fold bars per measure (for cv directories) and the sorted per-query nDCG@20 difference of
+each system against the baseline.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
+from typing import Any
 
+from lightning.pytorch.cli import LightningArgumentParser
 from scipy import stats
 
-from .data.collection import Collection
-from .data.trec import Qrels, Run, atomic_write, read_qrels, read_run
-from .evaluation import evaluate
-from .rerank import collection_config
+from ..atomic import atomic_write
+from ..data.collection import Collection, as_collection_config
+from ..data.trec import Qrels, Run, read_qrels, read_run
+from ..evaluation import evaluate
+from ..run_directory import CrossValidationDirectory
+from .arguments import RerankCLI, run
 
 MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
-PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")  # among those rerank.cv reports per fold
+PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")  # among those rerank cv reports per fold by default
+DESCRIPTION = __doc__.splitlines()[0]
 
 
 def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
-    """``name -> (run, cv directory or None)``; a cv directory gives its re-ranker, bm25 and interpolated runs."""
+    """``name -> (run, cv directory or None)``; a cv directory gives its re-ranker, first-stage and interpolated
+    runs."""
     systems: dict[str, tuple[Run, Path | None]] = {}
     files = [Path(name) for name in paths if not Path(name).is_dir()]
     stems_unique = len({path.stem for path in files}) == len(files)  # else name files parent/stem: hinge/test
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            if not (path / "test.run").is_file():
-                raise FileNotFoundError(f"{path}: not a rerank.cv directory (no test.run)")
-            systems.setdefault("bm25", (read_run(path / "bm25.run"), path))  # the first directory's candidates
-            systems[path.name] = (read_run(path / "test.run"), path)
-            if (path / "test.interpolated.run").is_file():
-                systems[f"{path.name}/interpolated"] = (read_run(path / "test.interpolated.run"), path)
+            folder = CrossValidationDirectory(path)
+            if not folder.is_cross_validation():
+                raise FileNotFoundError(f"{path}: not a rerank cv directory (no {folder.run('reranker').name})")
+            systems.setdefault("first_stage", (read_run(folder.run("first_stage")), path))  # the first one's
+            systems[path.name] = (read_run(folder.run("reranker")), path)
+            if folder.run("interpolated").is_file():
+                systems[f"{path.name}/interpolated"] = (read_run(folder.run("interpolated")), path)
         else:
             label = path.stem if stems_unique else f"{path.parent.name}/{path.stem}"
             if label in systems:
@@ -82,13 +88,15 @@ def markdown(report: dict) -> str:
 
 
 def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[int, dict[str, float]]:
-    """``{test fold: {measure: value}}`` of ``system`` (``bm25``, a cv directory's name, or ``<name>/interpolated``)
-    from the cv directory's ``cv_metrics.json``."""
-    key = "bm25" if system == "bm25" else "interpolated" if system.endswith("/interpolated") else "reranker"
-    report = json.loads((folder / "cv_metrics.json").read_text())
+    """``{test fold: {measure: value}}`` of ``system`` (``first_stage``, a cv directory's name, or
+    ``<name>/interpolated``) from the cv directory's ``cv_metrics.json``."""
+    key = "first_stage" if system == "first_stage" else "interpolated" if system.endswith("/interpolated") \
+        else "reranker"
+    directory = CrossValidationDirectory(folder)
+    report = directory.read_metrics()
     if "per_fold" not in report:
-        raise ValueError(f"{folder / 'cv_metrics.json'} has no per-fold values (an older rerank.cv wrote it); rerun "
-                         "the same rerank.cv command to refresh it (finished folds are not retrained)")
+        raise ValueError(f"{directory.metrics} has no per-fold values (an older rerank cv wrote it); rerun the "
+                         "same rerank cv command to refresh it (finished folds are not retrained)")
     return {fold: {measure: values[measure] for measure in measures}
             for fold, values in zip(report["folds"], report["per_fold"][key])}
 
@@ -119,11 +127,9 @@ def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Pa
     axis.axhline(0, color="black", linewidth=0.8)
     axis.set(xlabel="queries (sorted)", ylabel=f"nDCG@20 - nDCG@20 of {baseline}", title="Per-query differences")
     axis.legend(fontsize="small")
-    written.append(output / "per_query_ndcg20.png")
-    figure.savefig(written[-1], dpi=120, bbox_inches="tight")
-    plt.close(figure)
+    written.append(_save(figure, output / "per_query_ndcg20.png"))
     per_fold = {name: fold_values(folder, name, PER_FOLD_MEASURES) for name, folder in folders.items()
-                if folder is not None and (folder / "cv_metrics.json").is_file()}
+                if folder is not None and CrossValidationDirectory(folder).metrics.is_file()}
     if per_fold:
         figure, axes = plt.subplots(1, len(PER_FOLD_MEASURES), figsize=(5 * len(PER_FOLD_MEASURES), 4))
         width = 1 / (len(per_fold) + 1)
@@ -137,34 +143,50 @@ def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Pa
             axis.set(title=measure, xlabel="test fold")
         figure.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=min(len(per_fold), 6),
                       fontsize="small", bbox_to_anchor=(0.5, 0.0))
-        written.append(output / "per_fold.png")
-        figure.savefig(written[-1], dpi=120, bbox_inches="tight")
-        plt.close(figure)
+        written.append(_save(figure, output / "per_fold.png"))
     return written
 
 
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m rerank.compare", description=__doc__.splitlines()[0])
-    parser.add_argument("systems", nargs="+", help="run files or rerank.cv directories; the first is the baseline")
-    source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--qrels", type=Path, help="a TREC qrels file")
-    source.add_argument("--collection", help="a config with data.collection, or an ir_datasets id (its qrels)")
-    parser.add_argument("--alpha", type=float, default=0.05)
-    parser.add_argument("--output", type=Path, help="write report.md and the plots here")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    qrels = read_qrels(args.qrels) if args.qrels else Collection(collection_config(args.collection)).qrels
-    loaded = load_systems(args.systems)
-    report = compare({name: run for name, (run, _) in loaded.items()}, qrels, args.alpha)
+def _save(figure: Any, path: Path) -> Path:
+    """Save a matplotlib figure as PNG, atomically, and close it."""
+    import matplotlib.pyplot as plt
+
+    with atomic_write(path, "wb") as handle:
+        figure.savefig(handle, format="png", dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
+def _arguments(parser: LightningArgumentParser) -> None:
+    parser.add_argument("systems", type=str, nargs="+",
+                        help="run files or rerank cv directories; the first is the baseline")
+    parser.add_argument("--qrels", type=str | None, default=None,
+                        help="a TREC qrels file (default: the qrels of data.collection)")
+    parser.add_argument("--alpha", type=float, default=0.05, help="significance level before the correction")
+    parser.add_argument("--output", type=str | None, default=None, help="write report.md and the plots here")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank compare", description=DESCRIPTION,
+                    arguments=_arguments, instantiate=False)
+    config = cli.config
+    if config.qrels:
+        qrels = read_qrels(config.qrels)
+    else:
+        qrels = Collection(as_collection_config(cli.option("data.collection"), "data.collection")).qrels
+    loaded = load_systems(config.systems)
+    report = compare({name: system_run for name, (system_run, _) in loaded.items()}, qrels, config.alpha)
     table = markdown(report)
     print(table)
-    if args.output:
-        args.output.mkdir(parents=True, exist_ok=True)
-        with atomic_write(args.output / "report.md") as handle:
+    if config.output:
+        output = Path(config.output)
+        output.mkdir(parents=True, exist_ok=True)
+        with atomic_write(output / "report.md") as handle:
             handle.write(table + "\n")
-        for path in plot(report, {name: folder for name, (_, folder) in loaded.items()}, args.output):
+        for path in plot(report, {name: folder for name, (_, folder) in loaded.items()}, output):
             print(path)
     return report
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -1,27 +1,31 @@
 """The LightningModule: a cross-encoder, a loss head over each query's list of scores, and TREC evaluation.
 
-Training (one step): the ``[Q, N]`` lists of a batch are flattened into ``Q * N`` (query, document) rows, scored
-by the cross-encoder (MaxP: the maximum over a document's passages), put back into ``[Q, N]`` (padded slots
-masked) and passed to the loss head named in the config::
+Training (one step): the ``[Q, N]`` lists of a :class:`~rerank.data.batches.TrainingBatch` are flattened into
+``Q * N`` (query, document) rows, scored by the cross-encoder (MaxP: the maximum over a document's passages),
+put back into ``[Q, N]`` (padded slots masked) and passed to the loss head named in the config::
 
     model:
       model_name: bert-base-uncased
-      loss: smoothi_ndcg                 # any name of rerank.losses.LOSSES
+      loss: smoothi_ndcg                 # a name of rerank.losses.LOSSES, or {class_path: ..., init_args: ...}
       loss_args: {alpha: 1.0, delta: 0.1}
+      tokenization: {max_length: 512, max_query_length: 20, passages: maxp}
 
 Validation and test re-rank every candidate of their queries, gather the scores from all processes, and
-evaluate the whole run with trec_eval (:func:`rerank.evaluation.evaluate`) against the split's full qrels,
-beside the first-stage run that was re-ranked. Optionally (``interpolate: true``) the re-ranker's scores are
-also interpolated with the first stage's (:mod:`rerank.interpolation`), the weight chosen on validation.
+evaluate the whole run with trec_eval (:func:`rerank.evaluation.evaluate`) against the qrels of the split,
+which the module receives as ``judgments`` (the CLI links them from the data module), beside the first-stage
+run that was re-ranked (its scores travel with the batches). Optionally (``interpolate: true``) the re-ranker's
+scores are also interpolated with the first stage's (:mod:`rerank.interpolation`), the weight chosen on
+validation. Prediction scores the pairs of :meth:`RerankDataModule.predict_dataloader` and returns them.
 
-Dropout noise is drawn from a generator seeded by (seed, epoch, batch), so a run resumed from a mid-epoch
-checkpoint replays the same steps as one that was never interrupted.
+Dropout noise is drawn from a generator seeded by (seed, epoch, batch, process), so a run resumed from a
+mid-epoch checkpoint replays the same steps as one that was never interrupted, and under DDP each process draws
+its own masks.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +35,20 @@ import torch.distributed as dist
 from torch import Tensor
 from transformers import get_linear_schedule_with_warmup
 
-from .data.trec import Run, atomic_write, write_run
+from . import speedups as speedups_module
+from .cross_encoder import CrossEncoderModel
+from .data.batches import EvaluationBatch, TrainingBatch
+from .data.tokenization import TokenizationConfig
+from .data.trec import Qrels, Run, write_run
 from .evaluation import METRICS, evaluate, trec_measure
 from .interpolation import DEFAULT_GRID, best_weight, interpolate
 from .losses import build as build_loss
-from .model import CrossEncoder, max_over_passages
+from .run_directory import Metrics, RunDirectory
+
+Judgments = Callable[[str], Qrels]
+"""The qrels of a split (``validation``, ``test``), e.g. :meth:`RerankDataModule.judgments`."""
+Scored = list[tuple[str, str, float, float]]
+"""``(query id, doc id, score, first-stage score)`` rows."""
 
 
 class RerankModule(pl.LightningModule):
@@ -43,10 +56,14 @@ class RerankModule(pl.LightningModule):
 
     Args:
         model_name: a Hugging Face encoder or one-label cross-encoder (hub id in the local cache, or a folder).
-        loss: the loss head's name in :data:`rerank.losses.LOSSES`.
+        loss: the loss head: a name in :data:`rerank.losses.LOSSES`, or ``{class_path: ..., init_args: ...}``
+            naming a :class:`~rerank.losses.RankingLoss` subclass.
         loss_args: the loss head's parameters (e.g. ``{alpha: 1.0, delta: 0.1}`` for ``smoothi_ndcg``).
+        tokenization: lengths and passages of the (query, document) rows; None: those the model was exported
+            with, else the defaults. Exported with the model.
         dropout: classifier dropout (default: the model's).
         gradient_checkpointing: recompute encoder activations in the backward pass to save memory.
+        speedups: ``auto`` (the CPU speed-ups of :mod:`rerank.speedups` where they fit the model) or ``off``.
         forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
             row (less padding; None: the whole batch at once).
         encoder_lr: AdamW learning rate of the encoder.
@@ -57,15 +74,19 @@ class RerankModule(pl.LightningModule):
         selection_metric: the validation measure that selects the best checkpoint and the interpolation weight.
         interpolate: also report ``w * z(re-ranker) + (1 - w) * z(first stage)``, ``w`` chosen on validation.
         interpolation_grid: the weights tried.
+        judgments: the qrels of each evaluated split (linked from the data module by the CLI; needed for
+            validation and test, not for training or prediction).
     """
 
     def __init__(
         self,
         model_name: str = "bert-base-uncased",
-        loss: str = "smoothi_ndcg",
+        loss: str | dict[str, Any] = "smoothi_ndcg",
         loss_args: dict[str, Any] | None = None,
+        tokenization: TokenizationConfig | None = None,
         dropout: float | None = None,
         gradient_checkpointing: bool = False,
+        speedups: str = "auto",
         forward_chunk_size: int | None = 8,
         encoder_lr: float = 2e-5,
         head_lr: float = 1e-3,
@@ -75,46 +96,51 @@ class RerankModule(pl.LightningModule):
         selection_metric: str = "nDCG@20",
         interpolate: bool = False,
         interpolation_grid: Sequence[float] = DEFAULT_GRID,
+        judgments: Judgments | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["judgments"])
         for measure in (*metrics, selection_metric):
             trec_measure(measure)  # unknown measure names fail now, not after the first epoch
         if selection_metric not in metrics:
-            raise ValueError(f"model.selection_metric {selection_metric!r} must be one of model.metrics {list(metrics)}")
+            raise ValueError(f"model.selection_metric {selection_metric!r} must be one of model.metrics "
+                             f"{list(metrics)}")
+        if speedups not in speedups_module.MODES:
+            raise ValueError(f"model.speedups must be one of {', '.join(speedups_module.MODES)}; got {speedups!r}")
         self.loss = build_loss(loss, **(loss_args or {}))
-        self.model = CrossEncoder.from_pretrained(model_name, dropout, gradient_checkpointing).train()
+        if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
+            tokenization = TokenizationConfig(**tokenization)
+        self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization)
+        self.model.train()
+        self.hparams["tokenization"] = dataclasses.asdict(self.model.tokenization)  # what export records
+        self.speedups = speedups_module.enable(self.model.model) if speedups == "auto" else []
+        self.judgments = judgments
         self.interpolation_weight: float | None = None
-        self.test_report: dict[str, Any] = {}
-        self._outputs: list[tuple[str, str, float, float]] = []
+        self.test_report: Metrics = {}
+        self._outputs: Scored = []
         self._seed = 0
 
-    def forward(self, batch: dict[str, Any]) -> Tensor:
+    def forward(self, batch: TrainingBatch | EvaluationBatch) -> Tensor:
         """One score per (query, document) pair of the batch (MaxP: the best passage's)."""
-        scores = self.model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"),
-                            chunk_size=self.hparams.forward_chunk_size)
-        if "passage_to_pair" in batch:
-            pair_of_row = batch["passage_to_pair"]
-            scores = max_over_passages(scores, pair_of_row, int(pair_of_row[-1]) + 1)
-        return scores
+        return self.model.score(batch.inputs, chunk_size=self.hparams.forward_chunk_size)
 
     def setup(self, stage: str) -> None:
         if stage == "fit":
             self._seed = torch.initial_seed()  # the run's seed (``seed_everything``)
 
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        torch.manual_seed(hash((self._seed, self.current_epoch, batch_idx)) % 2**63)
+    def on_train_batch_start(self, batch: TrainingBatch, batch_idx: int) -> None:
+        torch.manual_seed(dropout_seed(self._seed, self.current_epoch, batch_idx, self.global_rank))
 
-    def list_loss(self, batch: dict[str, Any]) -> Tensor:
+    def list_loss(self, batch: TrainingBatch) -> Tensor:
         """The loss head applied to the batch's ``[Q, N]`` lists of scores (padded slots masked)."""
-        mask = batch["mask"]
+        mask = batch.mask
         scores = self(batch)
-        lists = scores.new_zeros(mask.numel()).index_copy(0, batch["slots"], scores).view_as(mask)
-        return self.loss(lists, batch["labels"], mask)
+        lists = scores.new_zeros(mask.numel()).index_copy(0, batch.slots, scores).view_as(mask)
+        return self.loss(lists, batch.labels, mask)
 
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor:
+    def training_step(self, batch: TrainingBatch, batch_idx: int) -> Tensor:
         loss = self.list_loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch["mask"].shape[0])
+        self.log("train/loss", loss, prog_bar=True, batch_size=batch.size)
         return loss
 
     def configure_optimizers(self) -> dict[str, Any]:
@@ -134,14 +160,19 @@ class RerankModule(pl.LightningModule):
         scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps, max(total, 1))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    # evaluation -------------------------------------------------------------------------------------------------
+    # evaluation and prediction ----------------------------------------------------------------------------------
 
-    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+    def _score_rows(self, batch: EvaluationBatch) -> Scored:
         scores = self(batch).float().tolist()
-        self._outputs.extend(zip(batch["query_ids"], batch["doc_ids"], scores,
-                                 batch["first_stage_scores"].tolist()))
+        return list(zip(batch.query_ids, batch.doc_ids, scores, batch.first_stage_scores.tolist()))
+
+    def validation_step(self, batch: EvaluationBatch, batch_idx: int) -> None:
+        self._outputs.extend(self._score_rows(batch))
 
     test_step = validation_step
+
+    def predict_step(self, batch: EvaluationBatch, batch_idx: int) -> Scored:
+        return self._score_rows(batch)
 
     def _gather_runs(self) -> tuple[Run, Run]:
         """The re-ranker's and the first stage's runs over the pairs that every process scored."""
@@ -157,8 +188,14 @@ class RerankModule(pl.LightningModule):
             first_stage.setdefault(qid, {})[doc] = first
         return reranker, first_stage
 
+    def _qrels(self, split: str) -> Qrels:
+        if self.judgments is None:
+            raise RuntimeError("RerankModule evaluates against qrels it was not given: build it with "
+                               "judgments=data.judgments (the rerank CLI links them)")
+        return self.judgments(split)
+
     def _evaluate(self, run: Run, split: str) -> dict[str, float]:
-        return evaluate(run, self.trainer.datamodule.judgments(split), self.hparams.metrics).mean
+        return evaluate(run, self._qrels(split), self.hparams.metrics).mean
 
     def on_validation_epoch_end(self) -> None:
         reranker, first_stage = self._gather_runs()
@@ -166,35 +203,34 @@ class RerankModule(pl.LightningModule):
             return
         # every process evaluates the same gathered run, so the logged values agree without a reduction
         metrics = {f"val/{name}": value for name, value in self._evaluate(reranker, "validation").items()}
-        metrics |= {f"val/bm25_{name}": value for name, value in self._evaluate(first_stage, "validation").items()}
+        metrics |= {f"val/first_stage_{name}": value
+                    for name, value in self._evaluate(first_stage, "validation").items()}
         if self.hparams.interpolate:
             selection = self.hparams.selection_metric
             self.interpolation_weight, value = best_weight(
-                reranker, first_stage, self.trainer.datamodule.judgments("validation"), selection,
-                self.hparams.interpolation_grid)
+                reranker, first_stage, self._qrels("validation"), selection, self.hparams.interpolation_grid)
             metrics |= {"val/interpolation_weight": self.interpolation_weight, f"val/interpolated_{selection}": value}
         self.log_dict(metrics, prog_bar=False)
-        self._write_run(reranker, "validation.run")
+        self._write_run(reranker, "validation")
 
     def on_test_epoch_end(self) -> None:
         reranker, first_stage = self._gather_runs()
-        report: dict[str, Any] = {"reranker": self._evaluate(reranker, "test"),
-                                  "bm25": self._evaluate(first_stage, "test")}
-        self._write_run(reranker, "test.run")
+        report: Metrics = {"reranker": self._evaluate(reranker, "test"),
+                           "first_stage": self._evaluate(first_stage, "test")}
+        self._write_run(reranker, "test")
         if self.hparams.interpolate and self.interpolation_weight is not None:
             weight = self.interpolation_weight
             interpolated = interpolate(reranker, first_stage, weight)
             report["interpolated"] = {"w": weight, **self._evaluate(interpolated, "test")}
-            self._write_run(interpolated, "test.interpolated.run")
+            self._write_run(interpolated, "test.interpolated")
         self.test_report = report
         self.log_dict({f"test/{system}/{name}": value for system, values in report.items()
                        for name, value in values.items()})
 
     def _write_run(self, run: Run, name: str) -> None:
         if self.trainer.is_global_zero:
-            folder = Path(self.trainer.default_root_dir) / "runs"
-            folder.mkdir(parents=True, exist_ok=True)
-            write_run(run, folder / name, tag=f"rerank-{self.hparams.loss}")
+            write_run(run, RunDirectory(Path(self.trainer.default_root_dir)).run(name),
+                      tag=f"rerank-{self.loss.__class__.__name__}")
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["interpolation_weight"] = self.interpolation_weight
@@ -203,7 +239,7 @@ class RerankModule(pl.LightningModule):
         self.interpolation_weight = checkpoint.get("interpolation_weight")
 
 
-def write_metrics(report: dict[str, Any], path: Path) -> None:
-    """``metrics.json``: ``{"reranker": {...}, "bm25": {...}[, "interpolated": {"w": ..., ...}]}``."""
-    with atomic_write(path) as handle:
-        json.dump(report, handle, indent=2)
+def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:
+    """The seed of the dropout masks of one training batch in one process: a function of where training stands
+    (so a resumed run draws the same masks) and of the process (so DDP processes draw different ones)."""
+    return hash((seed, epoch, batch, rank)) % 2**63

@@ -9,8 +9,8 @@ import bm25s
 import Stemmer
 
 from ..data.collection import Collection
-from ..data.trec import Run
-from . import FirstStageConfig, _top
+from ..data.trec import Run, top_k
+from . import FirstStageConfig
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ def _tokenize(texts: list[str], stemmer: Stemmer.Stemmer, progress: bool) -> bm2
 
 
 def search(collection: Collection, queries: dict[str, str], config: FirstStageConfig) -> Run:
-    """Top ``depth`` documents per query by bm25s; the index is cached beside pyserini's."""
+    """Top ``retrieval_depth`` documents per query by bm25s; the index is cached beside pyserini's."""
     stemmer = Stemmer.Stemmer("english")
     documents = collection.documents
     cache = config.cache_root / f"bm25s-{documents.source()}-{documents.fingerprint()}-{config.k1}-{config.b}"
@@ -39,9 +39,8 @@ def search(collection: Collection, queries: dict[str, str], config: FirstStageCo
         (cache / "doc_ids.pkl").write_bytes(pickle.dumps(doc_ids))
     qids = list(queries)
     tokens = _tokenize([queries[qid] for qid in qids], stemmer, progress=False)
-    depth = min(config.depth, len(doc_ids))
+    depth = min(config.retrieval_depth, len(doc_ids))
     rows, scores = retriever.retrieve(tokens, k=depth, n_threads=config.threads or -1, show_progress=True)
-    run: Run = {}
-    for qid, row, row_scores in zip(qids, rows, scores):
-        run[qid] = _top({doc_ids[i]: float(s) for i, s in zip(row, row_scores) if s > 0}, config.depth)
-    return run
+    run: Run = {qid: {doc_ids[i]: float(s) for i, s in zip(row, row_scores) if s > 0}
+                for qid, row, row_scores in zip(qids, rows, scores)}
+    return top_k(run, config.retrieval_depth)

@@ -1,4 +1,4 @@
-"""The cross-encoder model: loading encoders and trained cross-encoders, the head, saving."""
+"""The scoring model: loading encoders and trained cross-encoders, the head, tokenization, saving."""
 
 from __future__ import annotations
 
@@ -8,12 +8,18 @@ import pytest
 import torch
 from conftest import SHARED
 from helpers import tiny_bert
-from transformers import AutoModel, AutoModelForSequenceClassification
+from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
-from rerank.model import CrossEncoder, score_pairs
+from rerank.cross_encoder import CrossEncoderModel
+from rerank.data.tokenization import TokenizationConfig
+
+
+def score_pairs(model: CrossEncoderModel, queries: list[str], documents: list[str]) -> torch.Tensor:
+    with torch.no_grad():
+        return model.score(model.pair_tokenizer()(queries, documents))
 
 def test_encoder_gets_a_one_output_head_and_scores_pairs(tmp_path: Path) -> None:
-    model = CrossEncoder.from_pretrained(str(tiny_bert(tmp_path / "bert")))
+    model = CrossEncoderModel.from_pretrained(str(tiny_bert(tmp_path / "bert")))
     scores = score_pairs(model, ["wind tunnel", "heat"], ["similarity laws model", "heat flux"])
     assert scores.shape == (2,) and torch.isfinite(scores).all()
     head, encoder = model.head_parameters(), model.encoder_parameters()
@@ -25,20 +31,23 @@ def test_encoder_gets_a_one_output_head_and_scores_pairs(tmp_path: Path) -> None
 def test_trained_cross_encoder_keeps_its_head_and_saved_folders_load_with_transformers(tmp_path: Path) -> None:
     folder = tiny_bert(tmp_path / "trained", with_head=True)
     reference = AutoModelForSequenceClassification.from_pretrained(folder).eval()
-    model = CrossEncoder.from_pretrained(str(folder)).eval()
+    model = CrossEncoderModel.from_pretrained(str(folder)).eval()
     encoded = model.tokenizer(["wind"], ["wind tunnel"], return_tensors="pt")
     torch.testing.assert_close(model(**encoded), reference(**encoded).logits.squeeze(-1))
+    model.tokenization = TokenizationConfig(max_length=48, max_query_length=8, passages="maxp", stride=4)
     model.save_pretrained(str(tmp_path / "saved"))
     assert (tmp_path / "saved" / "model.safetensors").exists()
     reloaded = AutoModelForSequenceClassification.from_pretrained(tmp_path / "saved").eval()
     torch.testing.assert_close(model(**encoded), reloaded(**encoded).logits.squeeze(-1))
+    assert CrossEncoderModel.from_pretrained(str(tmp_path / "saved")).tokenization == model.tokenization
+    assert AutoTokenizer.from_pretrained(tmp_path / "saved").model_max_length == 48
 
 
 def test_gradient_checkpointing_gives_the_same_gradients(tmp_path: Path) -> None:
     folder = tiny_bert(tmp_path / "bert", with_head=True)
     grads = []
     for checkpointing in (False, True):
-        model = CrossEncoder.from_pretrained(str(folder), dropout=0.0, gradient_checkpointing=checkpointing)
+        model = CrossEncoderModel.from_pretrained(str(folder), dropout=0.0, gradient_checkpointing=checkpointing)
         model.train()
         for module in model.modules():  # no dropout anywhere: the two runs must match exactly
             if isinstance(module, torch.nn.Dropout):
@@ -51,12 +60,12 @@ def test_gradient_checkpointing_gives_the_same_gradients(tmp_path: Path) -> None
 
 def test_missing_model_is_named(tmp_path: Path) -> None:
     with pytest.raises(OSError, match=r"model '.*no-such-model' not found"):
-        CrossEncoder.from_pretrained(str(tmp_path / "no-such-model"))
+        CrossEncoderModel.from_pretrained(str(tmp_path / "no-such-model"))
 
 
 @pytest.mark.skipif(not (SHARED / "hf_home").is_dir(), reason="needs ../shared/hf_home")
 def test_minilm_loads_offline_from_the_hugging_face_cache() -> None:
-    model = CrossEncoder.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+    model = CrossEncoderModel.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     assert model.model.config.num_hidden_layers == 6 and model.model.config.hidden_size == 384
     encoder = AutoModel.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
     torch.testing.assert_close(model.model.base_model.embeddings.word_embeddings.weight,
@@ -64,7 +73,7 @@ def test_minilm_loads_offline_from_the_hugging_face_cache() -> None:
 
 
 def test_length_sorted_chunks_give_the_same_scores_and_gradients(tmp_path: Path) -> None:
-    model = CrossEncoder.from_pretrained(str(tiny_bert(tmp_path / "bert", dropout=0.0)))
+    model = CrossEncoderModel.from_pretrained(str(tiny_bert(tmp_path / "bert", dropout=0.0)))
     documents = ["wind", "heat flux laws similarity model", "tunnel", "aircraft model query document wind heat",
                  "laws", "flux flux flux"]
     encoded = model.tokenizer(["query"] * len(documents), documents, padding=True, return_tensors="pt")

@@ -1,0 +1,43 @@
+"""The ``rerank`` command: ``rerank <command> [options]`` (``python -m rerank <command>`` is the same).
+
+Every command parses its options the same way (:mod:`rerank.cli.arguments`): ``--config`` files that stack,
+bare config names from ``configs/``, and options spelled as in the YAML (``--data.first_stage.backend bm25s``).
+A user error prints one line and exits with status 2 (``RERANK_DEBUG=1`` shows the traceback).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from .arguments import run
+
+COMMANDS = {
+    "fit": "train a re-ranker, test its best checkpoint, export it",
+    "cv": "cross-validate: one fit per test fold, then the runs and metrics over all folds",
+    "predict": "re-rank a run with a trained model, on one device or many",
+    "bm25": "the first-stage run of a collection and its metrics",
+    "compare": "compare runs with paired t-tests, as a markdown table and plots",
+    "export": "export a checkpoint for transformers, sentence-transformers and ONNX",
+}
+MODULES = {"bm25": "first_stage"}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: rerank <command> [options]   (rerank <command> --help for its options)", "", "commands:"]
+    return "\n".join([*lines, *(f"  {name:<{width}}  {summary}" for name, summary in COMMANDS.items())])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Dispatch ``rerank <command> ...`` to ``rerank.cli.<command>.main``."""
+    arguments = sys.argv[1:] if argv is None else argv
+    if not arguments or arguments[0] in ("-h", "--help"):
+        print(usage())
+        raise SystemExit(0 if arguments else 2)
+    command, *options = arguments
+    if command not in COMMANDS:
+        print(f"rerank: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        raise SystemExit(2)
+    module = importlib.import_module(f"{__name__}.{MODULES.get(command, command)}")
+    run(module.main, options)

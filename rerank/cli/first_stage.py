@@ -1,0 +1,52 @@
+"""First-stage run and its metrics for a collection: ``rerank bm25 --config cranfield.yaml --output_dir DIR``.
+
+Reads the ``data.collection`` and ``data.first_stage`` sections of the config (see
+:class:`rerank.data.collection.CollectionConfig` and :class:`rerank.first_stage.FirstStageConfig`; any training
+config works, its other sections are ignored), retrieves the top ``retrieval_depth`` documents of every query,
+and writes ``DIR/first_stage.trec`` and ``DIR/metrics.json`` (``{"first_stage": {...}}``: ``model.metrics``,
+by default nDCG@10, nDCG@20, P@20, MAP, R@100, R@1000, over all judged queries). Options override the config as
+in every command, e.g. ``--data.first_stage.backend bm25s``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from ..data.collection import Collection, as_collection_config
+from ..data.trec import write_run
+from ..evaluation import evaluate
+from ..first_stage import FirstStageConfig, retrieve
+from ..run_directory import RunDirectory
+from .arguments import RerankCLI, run
+
+DESCRIPTION = __doc__.splitlines()[0]
+
+
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """Retrieve, write the run and its metrics; returns the metrics."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank bm25", description=DESCRIPTION,
+                    instantiate=False)
+    collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
+    first_stage = cli.option("data.first_stage", FirstStageConfig) or FirstStageConfig()
+    directory = RunDirectory(Path(cli.config.output_dir))
+    started = time.perf_counter()
+    first_stage_run = retrieve(collection, first_stage)
+    metrics = evaluate(first_stage_run, collection.qrels, cli.config.model.metrics).mean
+    write_run(first_stage_run, directory.first_stage_run, tag=f"first-stage-{first_stage.backend}")
+    directory.write_metrics({"first_stage": metrics})
+    Console(stderr=True).print(
+        f"{collection.name}: {len(first_stage_run)} queries, {first_stage.backend} (k1={first_stage.k1}, "
+        f"b={first_stage.b}, retrieval depth {first_stage.retrieval_depth}) in {time.perf_counter() - started:.1f}s")
+    print(json.dumps(metrics, indent=2))
+    return metrics
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,59 @@
+"""Train a re-ranker, test its best checkpoint, export it: ``rerank fit --config robust04.yaml --output_dir DIR``.
+
+Every Trainer option works from the command line or the YAML (``--trainer.precision bf16-mixed``,
+``--trainer.accumulate_grad_batches 8``, ``--trainer.devices 4 --trainer.strategy ddp``,
+``--trainer.num_nodes 2``); ``--print_config`` shows the merged config. ``--config`` takes a path or a bare name
+from ``configs/``, and may be repeated to stack files (:mod:`rerank.cli.arguments`).
+
+``DIR`` receives what :class:`~rerank.run_directory.RunDirectory` lays out: the merged config, the first-stage
+run, checkpoints (``best.ckpt`` on ``model.selection_metric``, ``last.ckpt`` every
+``last_checkpoint.every_n_train_steps`` steps), the validation and test runs, ``metrics.json`` and ``model/``,
+the best checkpoint exported (:mod:`rerank.export`). After a crash, the same command with ``--ckpt_path last``
+resumes where ``last.ckpt`` left off.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from pathlib import Path
+
+from lightning.pytorch.cli import LightningArgumentParser
+
+from ..export import card_metrics, export
+from ..run_directory import Metrics, RunDirectory
+from .arguments import RerankCLI, run
+
+DESCRIPTION = __doc__.splitlines()[0]
+
+
+def _arguments(parser: LightningArgumentParser) -> None:
+    parser.add_argument("--ckpt_path", type=str | None, default=None,
+                        help='a checkpoint to resume training from ("last": the run directory\'s last.ckpt)')
+
+
+def main(argv: list[str] | None = None) -> Metrics:
+    """Train, test the best checkpoint, write ``metrics.json`` and export; returns the test metrics."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    arguments = sys.argv[1:] if argv is None else argv
+    cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)
+    directory = RunDirectory(Path(cli.config.output_dir))
+    trainer, model, data = cli.trainer, cli.model, cli.datamodule
+    if trainer.is_global_zero:
+        directory.root.mkdir(parents=True, exist_ok=True)
+        cli.parser.save(cli.config, directory.config, overwrite=True)
+    trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path)
+    best = cli.config_init.checkpoint.best_model_path
+    trainer.test(model, datamodule=data, ckpt_path=best or None)
+    if trainer.is_global_zero:
+        directory.write_metrics(model.test_report)
+        card = {"model": dict(model.hparams), "data": cli.config.as_dict().get("data", {}),
+                "metrics": card_metrics(model.test_report),
+                "command": shlex.join(["rerank", "fit", *arguments])}
+        export(model.model, directory.model, card)
+    return model.test_report
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,0 +1,101 @@
+"""Typed batches, and the collators that tokenize them inside DataLoader workers.
+
+- :class:`TrainingBatch`: the rows of ``Q`` training lists of ``N`` slots each, with their ``[Q, N]`` targets;
+  ``slots`` says where each scored pair goes in the flattened ``[Q * N]`` list (padded slots get no row).
+- :class:`EvaluationBatch`: (query, candidate) pairs to score, with their ids and first-stage scores.
+
+Both hold their tokenized rows as :class:`~rerank.data.tokenization.PairInputs`.
+Lightning moves the tensors of these dataclasses to the device (``apply_to_collection`` walks dataclasses).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .tokenization import PairInputs, PairTokenizer
+
+
+@dataclass
+class TrainingBatch:
+    """``Q`` training lists of ``N`` slots.
+
+    Attributes:
+        inputs: the rows of the real (unpadded) slots, list by list.
+        labels: ``[Q, N]`` graded relevance (unjudged = 0).
+        mask: ``[Q, N]`` True for real candidates.
+        slots: ``[pairs]`` the flattened ``[Q * N]`` position of each pair.
+        teacher: ``[Q, N]`` teacher scores when the lists' source has a teacher, else None.
+    """
+
+    inputs: PairInputs
+    labels: Tensor
+    mask: Tensor
+    slots: Tensor
+    teacher: Tensor | None = None
+
+    @property
+    def size(self) -> int:
+        return self.mask.shape[0]
+
+
+@dataclass
+class EvaluationBatch:
+    """(query, candidate) pairs of one evaluation or prediction batch."""
+
+    inputs: PairInputs
+    query_ids: list[str]
+    doc_ids: list[str]
+    first_stage_scores: Tensor
+
+
+@dataclass
+class TrainingList:
+    """One training list before tokenization (what :class:`~rerank.data.examples.TrainingLists` yields)."""
+
+    query: str
+    documents: list[str]
+    labels: list[int]
+    teacher: list[float] | None = None
+
+
+@dataclass
+class TrainingCollator:
+    """Tokenizes a batch of :class:`TrainingList` into a :class:`TrainingBatch` of ``list_size`` slots each."""
+
+    tokenize: PairTokenizer
+    list_size: int
+
+    def __call__(self, items: Sequence[TrainingList]) -> TrainingBatch:
+        shape = (len(items), self.list_size)
+        labels = torch.zeros(shape, dtype=torch.long)
+        mask = torch.zeros(shape, dtype=torch.bool)
+        with_teacher = [item.teacher is not None for item in items]
+        if any(with_teacher) and not all(with_teacher):
+            raise ValueError("a training batch mixes lists with and without teacher scores")
+        teacher = torch.zeros(shape, dtype=torch.float32) if all(with_teacher) and items else None
+        for row, item in enumerate(items):
+            length = len(item.labels)
+            labels[row, :length] = torch.tensor(item.labels)
+            mask[row, :length] = True
+            if teacher is not None:
+                teacher[row, :length] = torch.tensor(item.teacher)
+        inputs = self.tokenize([item.query for item in items for _ in item.documents],
+                               [document for item in items for document in item.documents])
+        return TrainingBatch(inputs=inputs, labels=labels, mask=mask, slots=mask.flatten().nonzero().squeeze(1),
+                             teacher=teacher)
+
+
+@dataclass
+class EvaluationCollator:
+    """Tokenizes ``(query id, query, doc id, first-stage score, text)`` pairs into an :class:`EvaluationBatch`."""
+
+    tokenize: PairTokenizer
+
+    def __call__(self, pairs: Sequence[tuple[str, str, str, float, str]]) -> EvaluationBatch:
+        qids, queries, doc_ids, scores, texts = map(list, zip(*pairs))
+        return EvaluationBatch(inputs=self.tokenize(queries, texts), query_ids=qids, doc_ids=doc_ids,
+                               first_stage_scores=torch.tensor(scores, dtype=torch.float64))

@@ -1,0 +1,150 @@
+"""The layout of what the commands write: one class per kind of directory, the only place paths are spelled.
+
+A **run directory** (``rerank fit --output_dir DIR``)::
+
+    DIR/config.yaml               the merged config (``rerank fit --config DIR/config.yaml`` reruns it)
+    DIR/first_stage.trec          the first-stage candidates of every query
+    DIR/checkpoints/best.ckpt     best on model.selection_metric;  last.ckpt: for resuming
+    DIR/runs/validation.run       the latest validation run;  test.run, test.interpolated.run
+    DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "interpolated": {"w": ..., ...}}
+    DIR/model/                    the best checkpoint, exported (transformers, sentence-transformers, ONNX)
+
+A **cross-validation directory** (``rerank cv --output_dir DIR``)::
+
+    DIR/fold<k>/                  a run directory per test fold
+    DIR/test.run                  the folds' test runs, concatenated;  first_stage.run, test.interpolated.run
+    DIR/cv_metrics.json           {"folds": [...], "all_queries": {system: {...}}, "over_folds": {...},
+                                   "per_fold": {system: [{...} per fold]}}
+
+``metrics.json`` also carries the first stage under its former key ``bm25`` (to be removed in the next release);
+readers accept files with either key, and ``bm25.run`` in cross-validation directories written before it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .atomic import atomic_write
+
+SYSTEMS = ("reranker", "first_stage", "interpolated")
+"""The systems a fit reports: the re-ranker, the first-stage run it re-ranks, and their interpolation."""
+LEGACY_FIRST_STAGE = "bm25"
+"""The former name of ``first_stage`` in ``metrics.json`` and of ``first_stage.run``, still written and read."""
+
+Metrics = dict[str, dict[str, float]]
+"""``{system: {measure: value}}``; ``interpolated`` also holds its weight ``w``."""
+
+
+def write_json(data: Any, path: Path) -> None:
+    """``data`` as indented JSON, written atomically."""
+    with atomic_write(path) as handle:
+        json.dump(data, handle, indent=2)
+        handle.write("\n")
+
+
+def read_json(path: Path) -> Any:
+    """The JSON document at ``path``, with the file named in any error."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}:{error.lineno}: not valid JSON ({error.msg})") from None
+
+
+@dataclass(frozen=True)
+class RunDirectory:
+    """The files of one ``rerank fit`` run (see the module docstring)."""
+
+    root: Path
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.yaml"
+
+    @property
+    def first_stage_run(self) -> Path:
+        return self.root / "first_stage.trec"
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def best_checkpoint(self) -> Path:
+        return self.checkpoints / "best.ckpt"
+
+    @property
+    def last_checkpoint(self) -> Path:
+        return self.checkpoints / "last.ckpt"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    def run(self, name: str) -> Path:
+        """``runs/<name>.run``: ``validation``, ``test`` or ``test.interpolated``."""
+        return self.runs / f"{name}.run"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.json"
+
+    @property
+    def model(self) -> Path:
+        return self.root / "model"
+
+    def write_metrics(self, metrics: Metrics) -> None:
+        """``metrics.json``, with the first stage also under its legacy key."""
+        document = dict(metrics)
+        if "first_stage" in document:
+            document[LEGACY_FIRST_STAGE] = document["first_stage"]
+        write_json(document, self.metrics)
+
+    def read_metrics(self) -> Metrics:
+        """``metrics.json`` as ``{system: {measure: value}}`` with the current system names."""
+        document = read_json(self.metrics)
+        if "first_stage" not in document and LEGACY_FIRST_STAGE in document:
+            document["first_stage"] = document[LEGACY_FIRST_STAGE]
+        document.pop(LEGACY_FIRST_STAGE, None)
+        return document
+
+
+@dataclass(frozen=True)
+class CrossValidationDirectory:
+    """The files of one ``rerank cv`` run (see the module docstring)."""
+
+    root: Path
+
+    def fold(self, k: int) -> RunDirectory:
+        return RunDirectory(self.root / f"fold{k}")
+
+    def run(self, system: str) -> Path:
+        """The concatenated test run of ``system`` (see :data:`SYSTEMS`)."""
+        if system == "first_stage" and not (self.root / "first_stage.run").exists():
+            legacy = self.root / f"{LEGACY_FIRST_STAGE}.run"
+            if legacy.exists():
+                return legacy
+        return self.root / {"reranker": "test.run", "first_stage": "first_stage.run",
+                            "interpolated": "test.interpolated.run"}[system]
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "cv_metrics.json"
+
+    def is_cross_validation(self) -> bool:
+        return self.run("reranker").is_file()
+
+    def write_metrics(self, report: dict[str, Any]) -> None:
+        write_json(report, self.metrics)
+
+    def read_metrics(self) -> dict[str, Any]:
+        report = read_json(self.metrics)
+        for section in ("all_queries", "per_fold", "over_folds"):
+            values = report.get(section, {})
+            if LEGACY_FIRST_STAGE in values and "first_stage" not in values:
+                values["first_stage"] = values.pop(LEGACY_FIRST_STAGE)
+        return report
