@@ -88,11 +88,12 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
 
 
 @contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
-    """Build a folder in a temporary sibling and swap it in for ``path`` on success only.
+def atomic_directory(path: str | Path, replace: bool = True) -> Iterator[Path]:
+    """Build a folder in a temporary sibling and move it to ``path`` on success only.
 
-    An existing ``path`` is replaced only once the new folder is complete; on failure the temporary folder is
-    removed and ``path`` is left as it was.
+    With ``replace``, an existing ``path`` is replaced once the new folder is complete. Without it (a cache entry
+    that equal builders make alike), a ``path`` that another process completed meanwhile is kept and the new
+    folder discarded. On failure the temporary folder is removed and ``path`` is left as it was.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,13 +102,18 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
-        if path.exists():
+        if path.exists() and replace:
             retired = temporary_sibling(path)
             path.replace(retired)
             staging.replace(path)
             shutil.rmtree(retired, ignore_errors=True)
-        else:
-            staging.replace(path)
+        elif not path.exists():
+            try:
+                staging.replace(path)
+            except OSError:
+                if not path.is_dir():  # not another builder's finished folder: a real failure
+                    raise
+        shutil.rmtree(staging, ignore_errors=True)  # when another builder's folder was kept
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -95,6 +95,8 @@ def model_card(card: dict[str, Any]) -> str:
                   f"- Candidates: `{yaml.safe_dump(data.get('first_stage'), default_flow_style=True).strip()}`, "
                   f"top {data.get('rerank_depth')} re-ranked",
                   f"- Folds: `{yaml.safe_dump(data.get('folds'), default_flow_style=True).strip()}`"]
+    if card.get("pretrain"):
+        lines.append(f"- Pre-trained first on: `{yaml.safe_dump(card['pretrain'], default_flow_style=True).strip()}`")
     if card.get("metrics"):
         lines += ["", "## Test metrics", "", "| system | " + " | ".join(next(iter(card["metrics"].values()))) + " |",
                   "|---|" + "---|" * len(next(iter(card["metrics"].values())))]

@@ -8,7 +8,14 @@ put back into ``[Q, N]`` (padded slots masked) and passed to the loss head named
       model_name: bert-base-uncased
       loss: smoothi_ndcg                 # a name of rerank.losses.LOSSES, or {class_path: ..., init_args: ...}
       loss_args: {alpha: 1.0, delta: 0.1}
+      teacher_loss: distill_listnet      # for lists with teacher scores (data.train sources with a teacher)
+      teacher_loss_args: {temperature: 0.05}
+      teacher_weight: 1.0
       tokenization: {max_length: 512, max_query_length: 20, passages: maxp}
+
+The training loss of a batch is ``loss(lists, qrels labels) + teacher_weight * teacher_loss(lists, teacher
+scores)``; each head averages over the lists it has targets for (lists without contrast are skipped), so a batch
+may mix sources that learn from qrels, from a teacher, or from both.
 
 Validation and test re-rank every candidate of their queries, gather the scores from all processes, and
 evaluate the whole run with trec_eval (:func:`rerank.evaluation.evaluate`) against the qrels of the split,
@@ -42,6 +49,7 @@ from .data.tokenization import TokenizationConfig
 from .data.trec import Qrels, Run, write_run
 from .evaluation import METRICS, evaluate, trec_measure
 from .interpolation import DEFAULT_GRID, best_weight, interpolate
+from .losses import RankingLoss
 from .losses import build as build_loss
 from .run_directory import Metrics, RunDirectory
 
@@ -59,6 +67,10 @@ class RerankModule(pl.LightningModule):
         loss: the loss head: a name in :data:`rerank.losses.LOSSES`, or ``{class_path: ..., init_args: ...}``
             naming a :class:`~rerank.losses.RankingLoss` subclass.
         loss_args: the loss head's parameters (e.g. ``{alpha: 1.0, delta: 0.1}`` for ``smoothi_ndcg``).
+        teacher_loss: the head for teacher scores (``distill_listnet``, ``distill_ranknet``, ``margin_mse``, or a
+            class path of a :class:`~rerank.losses.RankingLoss` with ``graded = False``).
+        teacher_loss_args: its parameters (``{temperature: 0.05}`` for a bi-encoder's cosine scores).
+        teacher_weight: the weight of the teacher head in the sum.
         tokenization: lengths and passages of the (query, document) rows; None: those the model was exported
             with, else the defaults. Exported with the model.
         dropout: classifier dropout (default: the model's).
@@ -83,6 +95,9 @@ class RerankModule(pl.LightningModule):
         model_name: str = "bert-base-uncased",
         loss: str | dict[str, Any] = "smoothi_ndcg",
         loss_args: dict[str, Any] | None = None,
+        teacher_loss: str | dict[str, Any] = "distill_listnet",
+        teacher_loss_args: dict[str, Any] | None = None,
+        teacher_weight: float = 1.0,
         tokenization: TokenizationConfig | None = None,
         dropout: float | None = None,
         gradient_checkpointing: bool = False,
@@ -107,7 +122,17 @@ class RerankModule(pl.LightningModule):
                              f"{list(metrics)}")
         if speedups not in speedups_module.MODES:
             raise ValueError(f"model.speedups must be one of {', '.join(speedups_module.MODES)}; got {speedups!r}")
+        for name, value in (("encoder_lr", encoder_lr), ("head_lr", head_lr), ("teacher_weight", teacher_weight)):
+            if not value > 0:
+                raise ValueError(f"model.{name} must be > 0; got {value}")
+        for name, value in (("warmup", warmup), ("weight_decay", weight_decay)):
+            if not value >= 0:
+                raise ValueError(f"model.{name} must be >= 0; got {value}")
         self.loss = build_loss(loss, **(loss_args or {}))
+        self.teacher_loss = build_loss(teacher_loss, **(teacher_loss_args or {}))
+        if self.teacher_loss.graded:
+            raise ValueError(f"model.teacher_loss {teacher_loss!r} takes graded labels; use a distillation head: "
+                             "distill_listnet, distill_ranknet or margin_mse")
         if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
             tokenization = TokenizationConfig(**tokenization)
         self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization)
@@ -131,17 +156,31 @@ class RerankModule(pl.LightningModule):
     def on_train_batch_start(self, batch: TrainingBatch, batch_idx: int) -> None:
         torch.manual_seed(dropout_seed(self._seed, self.current_epoch, batch_idx, self.global_rank))
 
-    def list_loss(self, batch: TrainingBatch) -> Tensor:
-        """The loss head applied to the batch's ``[Q, N]`` lists of scores (padded slots masked)."""
+    def list_losses(self, batch: TrainingBatch) -> dict[str, Tensor]:
+        """The heads applied to the batch's ``[Q, N]`` lists of scores (padded slots masked): ``qrels`` and, when
+        the batch has teacher scores, ``teacher`` (unweighted), and their weighted sum ``loss``."""
         mask = batch.mask
+        check_list_size(mask.shape[1], self.hparams.loss, self.loss)
         scores = self(batch)
         lists = scores.new_zeros(mask.numel()).index_copy(0, batch.slots, scores).view_as(mask)
-        return self.loss(lists, batch.labels, mask)
+        losses = {"qrels": self.loss(lists, batch.labels, mask)}
+        losses["loss"] = losses["qrels"]
+        if batch.teacher is not None:
+            losses["teacher"] = self.teacher_loss(lists, batch.teacher, mask)
+            losses["loss"] = losses["qrels"] + self.hparams.teacher_weight * losses["teacher"]
+        return losses
+
+    def list_loss(self, batch: TrainingBatch) -> Tensor:
+        """The training loss of a batch (see :meth:`list_losses`)."""
+        return self.list_losses(batch)["loss"]
 
     def training_step(self, batch: TrainingBatch, batch_idx: int) -> Tensor:
-        loss = self.list_loss(batch)
-        self.log("train/loss", loss, prog_bar=True, batch_size=batch.size)
-        return loss
+        losses = self.list_losses(batch)
+        self.log("train/loss", losses["loss"], prog_bar=True, batch_size=batch.size)
+        for name in ("qrels", "teacher"):
+            if name in losses:
+                self.log(f"train/{name}_loss", losses[name], batch_size=batch.size)
+        return losses["loss"]
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW with one learning rate for the encoder and one for the head; linear warmup, then linear decay."""
@@ -243,3 +282,15 @@ def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:
     """The seed of the dropout masks of one training batch in one process: a function of where training stands
     (so a resumed run draws the same masks) and of the process (so DDP processes draw different ones)."""
     return hash((seed, epoch, batch, rank)) % 2**63
+
+
+def check_list_size(list_size: int, name: object, loss: RankingLoss | type[RankingLoss]) -> None:
+    """Fail when lists are too short for the loss head to learn anything (every loss would be 0).
+
+    Raises:
+        ValueError: naming ``data.list_size`` and ``model.loss``.
+    """
+    if list_size < loss.min_list_size:
+        raise ValueError(f"data.list_size {list_size}: the loss head {name!r} (model.loss) compares candidates "
+                         f"within a list and needs lists of at least {loss.min_list_size}; every loss would be 0 "
+                         "(pointwise_bce and pointwise_mse accept lists of 1)")

@@ -4,6 +4,7 @@ A **run directory** (``rerank fit --output_dir DIR``)::
 
     DIR/config.yaml               the merged config (``rerank fit --config DIR/config.yaml`` reruns it)
     DIR/first_stage.trec          the first-stage candidates of every query
+    DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
     DIR/checkpoints/best.ckpt     best on model.selection_metric;  last.ckpt: for resuming
     DIR/runs/validation.run       the latest validation run;  test.run, test.interpolated.run
     DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "interpolated": {"w": ..., ...}}
@@ -22,7 +23,13 @@ readers accept files with either key, and ``bm25.run`` in cross-validation direc
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +77,11 @@ class RunDirectory:
         return self.root / "first_stage.trec"
 
     @property
+    def teacher_run(self) -> Path:
+        """``rerank teacher``'s scores of the first-stage candidates."""
+        return self.root / "teacher.trec"
+
+    @property
     def checkpoints(self) -> Path:
         return self.root / "checkpoints"
 
@@ -97,6 +109,11 @@ class RunDirectory:
     def model(self) -> Path:
         return self.root / "model"
 
+    def claimed(self, command: str) -> contextlib.AbstractContextManager[None]:
+        """Hold the directory while ``command`` writes it (see :func:`claimed`); a command that fails before
+        a checkpoint or a run exists leaves no directory it created."""
+        return claimed(self.root, command, keep=lambda: self.checkpoints.exists() or self.runs.exists())
+
     def write_metrics(self, metrics: Metrics) -> None:
         """``metrics.json``, with the first stage also under its legacy key."""
         document = dict(metrics)
@@ -111,6 +128,83 @@ class RunDirectory:
             document["first_stage"] = document[LEGACY_FIRST_STAGE]
         document.pop(LEGACY_FIRST_STAGE, None)
         return document
+
+
+LOCK = ".rerank.lock"
+
+
+@contextlib.contextmanager
+def claimed(root: Path, command: str, keep: Callable[[], bool] = lambda: True) -> Iterator[None]:
+    """Hold ``root`` for this process while ``command`` writes it: a second command writing the same directory at
+    the same time refuses to start, instead of interleaving files with the first.
+
+    The claim is a file, ``root/.rerank.lock``, created exclusively and removed on exit; one left by a killed
+    process of this host is taken over (so ``--ckpt_path last`` after a crash works). When the command created
+    ``root``, it is removed again if the command wrote nothing, or failed before writing anything worth keeping
+    (``keep()`` false): a mistake found while preparing leaves no trace.
+
+    Raises:
+        RuntimeError: another live process holds ``root``, with its host, process id, command and start time.
+    """
+    created = not root.exists()
+    root.mkdir(parents=True, exist_ok=True)
+    lock = root / LOCK
+    record = {"host": socket.gethostname(), "pid": os.getpid(), "command": command,
+              "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    for _ in range(2):
+        try:
+            descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+        except FileExistsError:
+            holder = _holder(lock)
+            if (holder is not None and not _gone(holder)) or (holder is None and _recent(lock)):
+                holder = holder or {}
+                raise RuntimeError(
+                    f"{root} is being written by {holder.get('command', 'another rerank command')} (process "
+                    f"{holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}): give another "
+                    f"--output_dir, or wait until it ends (if it is gone, remove {lock})") from None
+            lock.unlink(missing_ok=True)  # a killed process's claim
+            continue
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(record, handle)
+        break
+    try:
+        yield
+    except BaseException:
+        lock.unlink(missing_ok=True)
+        if created and not keep():
+            shutil.rmtree(root, ignore_errors=True)
+        raise
+    lock.unlink(missing_ok=True)
+    if created and not any(root.iterdir()):
+        root.rmdir()
+
+
+def _recent(lock: Path, seconds: float = 30.0) -> bool:
+    """Whether ``lock`` was made a moment ago (its holder may still be writing it)."""
+    try:
+        return time.time() - lock.stat().st_mtime < seconds
+    except FileNotFoundError:
+        return False
+
+
+def _holder(lock: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(lock.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # unreadable: half-written by a process killed while claiming
+
+
+def _gone(holder: dict[str, Any]) -> bool:
+    """Whether the process that made a claim on this host has ended."""
+    if holder.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(holder["pid"]), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, KeyError, TypeError, ValueError):
+        return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -134,6 +228,9 @@ class CrossValidationDirectory:
     @property
     def metrics(self) -> Path:
         return self.root / "cv_metrics.json"
+
+    def claimed(self, command: str) -> contextlib.AbstractContextManager[None]:
+        return claimed(self.root, command, keep=lambda: any(self.root.glob("fold*")))
 
     def is_cross_validation(self) -> bool:
         return self.run("reranker").is_file()

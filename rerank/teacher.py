@@ -1,27 +1,103 @@
-"""Teacher scores without training: a sentence-transformers bi-encoder over a run's candidates.
+"""Teacher scores: soft targets over every candidate, from a run with scores or a bi-encoder.
 
-A bi-encoder embeds queries and documents separately and scores a pair by the cosine of the two embeddings, as
-it was trained to (``sentence-transformers/all-MiniLM-L6-v2``: mean pooling, normalised). Used zero-shot it is a
-re-ranker in its own right (on Cranfield it beats BM25: ``docs/results.md``), and its scores over every
-candidate are soft targets a cross-encoder can learn from (:mod:`rerank.losses.distillation`). Any run with
-scores can be a teacher (a bigger cross-encoder's from ``rerank predict``, an LLM ranking); this module makes one
-from a bi-encoder (``rerank teacher``).
+A training source with ``targets: teacher`` (or ``both``) learns from a teacher's scores over its candidates
+(:mod:`rerank.losses.distill_listnet`, ``distill_ranknet``, ``margin_mse``)::
 
-    >>> teacher = bi_encoder_scores(run, collection.queries, collection.documents,  # doctest: +SKIP
-    ...                             "sentence-transformers/all-MiniLM-L6-v2")
+    teacher: {bi_encoder: sentence-transformers/all-MiniLM-L6-v2}   # score the candidates now (cached)
+    teacher: {run: runs/big-cross-encoder/runs/reranked.run}        # or any TREC run with scores
+
+A **bi-encoder** embeds queries and documents separately and scores a pair by the cosine of the two
+embeddings, as it was trained to (``all-MiniLM-L6-v2``: mean pooling, normalised). Used zero-shot it is a
+re-ranker in its own right (on Cranfield it beats BM25: ``docs/results.md``). Its scores are cached under
+``$RERANK_CACHE/teacher`` by model, length and candidates, and its document embeddings under
+``$RERANK_CACHE/embeddings``, so re-runs, other sources of the same documents and cross-validation folds pay once.
+
+A **run** can come from anything that ranks: a bigger cross-encoder (``rerank predict``), an LLM ranking, a
+``rerank teacher`` run. Every query of the candidates must be in it; a candidate it does not score (it
+kept fewer documents) gets the lowest score the teacher gave that query, i.e. is taken as ranked below all it
+kept.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
+import torch
+from safetensors import safe_open
+from safetensors.torch import save
+
+from .atomic import atomic_write
+from .cache import cache_path
 from .data.collection import Documents
-from .data.trec import Run
+from .data.trec import Run, read_run, write_run
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+@dataclass(frozen=True)
+class TeacherConfig:
+    """Where a source's teacher scores come from: a TREC run, or a bi-encoder that scores the candidates.
+
+    Attributes:
+        run: a TREC run whose scores are the teacher's.
+        bi_encoder: a sentence-transformers model (hub id in the local cache, or a folder).
+        max_length: tokens per text for the bi-encoder.
+    """
+
+    run: str | None = None
+    bi_encoder: str | None = None
+    max_length: int = 256
+
+    def __post_init__(self) -> None:
+        if (self.run is None) == (self.bi_encoder is None):
+            raise ValueError("teacher: give either run (a TREC run with scores) or bi_encoder (a sentence-transformers "
+                             f"model), not {'both' if self.run else 'neither'}")
+        if self.max_length < 1:
+            raise ValueError(f"teacher.max_length must be positive; got {self.max_length}")
+
+
+def teacher_scores(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
+                   queries: Mapping[str, str], documents: Documents) -> Run:
+    """The teacher's score of every candidate of ``candidates`` (``{query id: {doc id: ...}}``).
+
+    Raises:
+        ValueError: the teacher run lacks a query of the candidates (with the file and examples).
+    """
+    if config.run is not None:
+        return _from_run(config.run, candidates)
+    key = (config.bi_encoder, config.max_length, documents.source(), documents.fingerprint(),
+           sorted((qid, queries[qid], sorted(docs)) for qid, docs in candidates.items()))
+    path = cache_path("teacher", *key, suffix=".trec")
+    if path.is_file():
+        logger.info("teacher scores from the cache: %s", path)
+        return read_run(path)
+    scores = bi_encoder_scores(candidates, queries, documents, config.bi_encoder, config.max_length)
+    write_run(scores, path, tag=f"bi-encoder-{config.bi_encoder.rsplit('/', 1)[-1]}")
+    return read_run(path)  # as written (6 decimals), so a cached and a fresh run give the same targets
+
+
+def _from_run(path: str, candidates: Mapping[str, Mapping[str, float]]) -> Run:
+    teacher = read_run(path)
+    missing = sorted(set(candidates) - set(teacher))
+    if missing:
+        raise ValueError(f"teacher.run {path}: {len(missing)} of {len(candidates)} queries of the candidates are not "
+                         f"in it (e.g. {', '.join(missing[:5])}); a teacher must score every query it teaches")
+    scores: Run = {}
+    filled = 0
+    for qid, docs in candidates.items():
+        known = teacher[qid]
+        floor = min(known.values())
+        scores[qid] = {doc: known.get(doc, floor) for doc in docs}
+        filled += sum(doc not in known for doc in docs)
+    if filled:
+        logger.warning("teacher.run %s does not score %d candidates; they get their query's lowest teacher score",
+                       path, filled)
+    return scores
 
 
 def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[str, str], documents: Documents,
@@ -29,7 +105,8 @@ def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[s
                       device: str | None = None) -> Run:
     """The cosine similarity of each (query, candidate) pair of ``run`` under the bi-encoder ``model_name``.
 
-    Every distinct candidate is embedded once (texts cut at ``max_length`` tokens), every query once.
+    Documents are embedded once (texts cut at ``max_length`` tokens) and their embeddings kept in a cache under
+    ``$RERANK_CACHE/embeddings``, shared by every run of the same documents; queries are embedded each time.
 
     Raises:
         OSError: the model is neither a local folder nor in the Hugging Face cache, with where to look.
@@ -42,12 +119,34 @@ def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[s
         raise OSError(f"bi-encoder {model_name!r} not found: give a local folder, or a hub id present in the Hugging "
                       f"Face cache (HF_HOME; HF_HUB_OFFLINE=1 when offline). Cause: {error}") from None
     model.max_seq_length = max_length
-    doc_ids = sorted({doc for docs in run.values() for doc in docs})
+
+    def encode(texts: list[str]) -> torch.Tensor:
+        return model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_tensor=True,
+                            show_progress_bar=len(texts) > batch_size).cpu()
+
+    by_doc = _document_embeddings(sorted({doc for docs in run.values() for doc in docs}), documents, encode,
+                                  (model_name, max_length))
     query_ids = sorted(run)
-    logger.info("bi-encoder %s: embedding %d documents and %d queries", model_name, len(doc_ids), len(query_ids))
-    embedded = model.encode([documents.text(doc) for doc in doc_ids], batch_size=batch_size,
-                            normalize_embeddings=True, convert_to_tensor=True, show_progress_bar=True)
-    by_doc = dict(zip(doc_ids, embedded))
-    by_query = dict(zip(query_ids, model.encode([queries[qid] for qid in query_ids], batch_size=batch_size,
-                                                normalize_embeddings=True, convert_to_tensor=True)))
+    by_query = dict(zip(query_ids, encode([queries[qid] for qid in query_ids])))
     return {qid: {doc: float(by_query[qid] @ by_doc[doc]) for doc in docs} for qid, docs in run.items()}
+
+
+def _document_embeddings(doc_ids: list[str], documents: Documents, encode: Callable[[list[str]], torch.Tensor],
+                         model: tuple[str, int]) -> dict[str, torch.Tensor]:
+    """Embeddings of ``doc_ids``: those in the cache, and the others encoded now and added to it."""
+    path = cache_path("embeddings", *model, documents.source(), documents.fingerprint(), suffix=".safetensors")
+    cached: dict[str, torch.Tensor] = {}
+    if path.is_file():
+        with safe_open(path, "pt") as handle:
+            ids = json.loads(handle.metadata()["doc_ids"])
+            cached = dict(zip(ids, handle.get_tensor("embeddings")))
+    missing = [doc for doc in doc_ids if doc not in cached]
+    if missing:
+        logger.info("bi-encoder %s: embedding %d documents (%d from the cache)", model[0], len(missing),
+                    len(doc_ids) - len(missing))
+        cached.update(zip(missing, encode([documents.text(doc) for doc in missing])))
+        ids = sorted(cached)
+        with atomic_write(path, "wb") as handle:
+            handle.write(save({"embeddings": torch.stack([cached[doc] for doc in ids])},
+                              metadata={"doc_ids": json.dumps(ids)}))
+    return {doc: cached[doc] for doc in doc_ids}

@@ -72,7 +72,8 @@ def main() -> None:
                                        index_dir=str(folder / "indexes"))
         count = len(collection.documents)
         converted = time.perf_counter()
-        retrieve(collection, first_stage, query_ids=list(collection.queries)[:1])  # builds the index
+        first = next(iter(collection.queries))
+        retrieve(collection, first_stage, {first: collection.queries[first]})  # builds the index
         indexed = time.perf_counter()
         run = retrieve(collection, first_stage)
         searched = time.perf_counter()

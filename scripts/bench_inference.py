@@ -35,7 +35,8 @@ CRANFIELD = CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2:
 def cranfield_pairs(queries: int, depth: int) -> tuple[list[str], list[str]]:
     collection = Collection(CRANFIELD)
     query_ids = sorted(collection.queries, key=int)[:queries]
-    run = retrieve(collection, FirstStageConfig(backend="bm25s", retrieval_depth=depth), query_ids)
+    run = retrieve(collection, FirstStageConfig(backend="bm25s", retrieval_depth=depth),
+                   {qid: collection.queries[qid] for qid in query_ids})
     keys = [(qid, doc) for qid in query_ids for doc in run[qid]]
     return [collection.queries[qid] for qid, _ in keys], [collection.documents.text(doc) for _, doc in keys]
 

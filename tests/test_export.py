@@ -20,8 +20,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import rerank.export as export_module
 from rerank.cli import export as export_command
-from rerank.cli import fit
-from rerank.cli import predict
+from rerank.cli import fit, predict
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import read_run
 from rerank.evaluation import evaluate

@@ -239,6 +239,7 @@ def test_registry_names_and_errors() -> None:
     assert set(LOSSES) == {
         "smoothi_ndcg", "smoothi_precision", "smoothi_ap", "softndcg", "lambdarank", "hinge", "ranknet",
         "listnet", "listmle", "approx_ndcg", "neural_ndcg", "lambdaloss", "pointwise_bce", "pointwise_mse",
+        "distill_listnet", "distill_ranknet", "margin_mse",
     }
     with pytest.raises(ValueError, match="unknown loss 'smoothy'.*smoothi_ndcg"):
         build("smoothy")
@@ -259,6 +260,47 @@ def test_bad_shapes_and_labels_are_rejected() -> None:
         loss(torch.zeros(2, 3), torch.zeros(2, 4))
     with pytest.raises(ValueError, match="labels must be >= 0"):
         loss(torch.zeros(1, 3), torch.tensor([[1, -1, 0]]))
+    with pytest.raises(ValueError, match="labels must be finite"):
+        build("distill_listnet")(torch.zeros(1, 3), torch.tensor([[0.3, float("nan"), 0.1]]))
+
+
+def test_a_loss_class_is_named_by_its_import_path() -> None:
+    loss = build({"class_path": "rerank.losses.RankNet", "init_args": {"sigma": 2.0}})
+    assert type(loss).__name__ == "RankNet" and loss.sigma == 2.0
+    assert build({"class_path": "rerank.losses.hinge.PairwiseHinge"}, margin=0.5).margin == 0.5
+    with pytest.raises(ValueError, match="'torch.nn.MSELoss' is not a rerank.losses.RankingLoss subclass"):
+        build({"class_path": "torch.nn.MSELoss"})
+    with pytest.raises(ValueError, match="'nope.Loss' cannot be imported"):
+        build({"class_path": "nope.Loss"})
+    with pytest.raises(ValueError, match="loss 'rerank.losses.RankNet' has no parameter alpha"):
+        build({"class_path": "rerank.losses.RankNet", "init_args": {"alpha": 1}})
+
+
+TEACHER = [[0.61, -0.35, 0.42, 0.20, 0.42]]
+
+
+def test_distill_listnet_is_cross_entropy_to_the_tempered_teacher_distribution() -> None:
+    scores = torch.tensor([[0.5, -1.0, 2.0, 0.1, 0.3]], dtype=torch.float64)
+    temperature = 0.05
+    targets = [math.exp(t / temperature) for t in TEACHER[0]]
+    targets = [value / sum(targets) for value in targets]
+    norm = math.log(sum(math.exp(s) for s in scores[0].tolist()))
+    expected = -sum(p * (s - norm) for p, s in zip(targets, scores[0].tolist()))
+    value = build("distill_listnet", temperature=temperature)(scores, torch.tensor(TEACHER, dtype=torch.float64))
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+
+
+def test_distill_ranknet_follows_the_teachers_order_and_margin_mse_its_margins() -> None:
+    scores = [0.5, -1.0, 2.0, 0.1, 0.3]
+    teacher = torch.tensor(TEACHER, dtype=torch.float64)
+    pairs = [(i, j) for i in range(5) for j in range(5) if TEACHER[0][i] > TEACHER[0][j]]
+    assert len(pairs) == 9  # the tie (0.42, 0.42) is not a pair
+    ranknet = sum(math.log1p(math.exp(-(scores[i] - scores[j]))) for i, j in pairs) / len(pairs)
+    margins = sum(((scores[i] - scores[j]) - 3.0 * (TEACHER[0][i] - TEACHER[0][j])) ** 2
+                  for i, j in pairs) / len(pairs)
+    tensor = torch.tensor([scores], dtype=torch.float64)
+    assert build("distill_ranknet")(tensor, teacher).item() == pytest.approx(ranknet, rel=1e-9)
+    assert build("margin_mse", scale=3.0)(tensor, teacher).item() == pytest.approx(margins, rel=1e-9)
 
 
 @pytest.mark.parametrize("ranks", [9, 4])

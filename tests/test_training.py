@@ -232,7 +232,7 @@ def test_qrels_without_shared_queries_fail_before_training(workdir: Path, tmp_pa
     local = f"--data.collection={json.dumps({'ir_datasets': None, **files, 'cache_dir': str(tmp_path)})}"
     message = fit_fails(workdir, tmp_path, local, "--data.first_stage.backend", "bm25s",
                         f"--data.first_stage.index_dir={tmp_path / 'idx'}")
-    assert "share no query id" in message
+    assert "none of its 2 judged query ids is in" in message and "queries.tsv" in message
 
 
 def test_collection_without_candidates_fails_before_training(workdir: Path, tmp_path: Path) -> None:

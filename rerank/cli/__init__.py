@@ -17,6 +17,7 @@ COMMANDS = {
     "cv": "cross-validate: one fit per test fold, then the runs and metrics over all folds",
     "predict": "re-rank a run with a trained model, on one device or many",
     "bm25": "the first-stage run of a collection and its metrics",
+    "teacher": "score a collection's candidates with a teacher (a bi-encoder) for distillation",
     "compare": "compare runs with paired t-tests, as a markdown table and plots",
     "export": "export a checkpoint for transformers, sentence-transformers and ONNX",
 }

@@ -17,11 +17,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.io import CheckpointIO
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
+from ..checkpoint_io import AtomicCheckpointIO
 from ..data.datamodule import RerankDataModule
-from ..lightning_module import RerankModule
+from ..lightning_module import RerankModule, check_list_size
+from ..losses import loss_class
+from ..pretraining import PretrainConfig
 from ..run_directory import RunDirectory
 
 T = TypeVar("T")
@@ -96,6 +102,9 @@ class RerankCLI(LightningCLI):
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         parser.add_argument("--output_dir", type=str, default="runs/default",
                             help="the run directory: config, first-stage run, checkpoints, runs, metrics.json")
+        parser.add_argument("--pretrain", type=PretrainConfig | None, default=None,
+                            help="a first training stage without data.collection's judgments, cached across folds "
+                                 "(rerank.pretraining)")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
         parser.set_defaults({
@@ -115,20 +124,40 @@ class RerankCLI(LightningCLI):
         if self._command_arguments is not None:
             self._command_arguments(parser)
 
+    def before_instantiate_classes(self) -> None:
+        """Checks that span sections, before anything is built (the classes check their own options)."""
+        config = self.config
+        check_list_size(config.data.list_size, config.model.loss, loss_class(_plain(config.model.loss)))
+        accumulate = config.trainer.accumulate_grad_batches
+        if not accumulate >= 1:
+            raise ValueError(f"trainer.accumulate_grad_batches must be >= 1; got {accumulate}")
+
     def instantiate_classes(self) -> None:
         if self._instantiate:
             super().instantiate_classes()
 
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The Trainer, writing checkpoints crash-safely (:mod:`rerank.checkpoint_io`) unless told otherwise."""
+        plugins = self.config_init.trainer.get("plugins") or []
+        plugins = list(plugins) if isinstance(plugins, list | tuple) else [plugins]
+        if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            plugins.append(AtomicCheckpointIO())
+        return super().instantiate_trainer(plugins=plugins, **kwargs)
+
     def option(self, key: str, cls: type[T] | None = None) -> Any:
         """The parsed value of ``key`` (``data.first_stage``), as plain values or built into dataclass ``cls``."""
-        value = self.config[key]
-        value = value.as_dict() if hasattr(value, "as_dict") else value
+        value = _plain(self.config[key])
         if cls is None or isinstance(value, cls):
             return value
         try:
             return cls(**(value or {}))
         except (TypeError, ValueError) as error:
             raise ValueError(f"{key}: {error}") from None
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value as plain data (jsonargparse Namespaces as dicts)."""
+    return value.as_dict() if hasattr(value, "as_dict") else value
 
 
 def _checkpoints(output_dir: str) -> str:
@@ -140,7 +169,7 @@ def run(main: Callable[[list[str] | None], Any], argv: list[str] | None = None) 
     is set, which shows the traceback."""
     try:
         main(argv)
-    except (ValueError, FileNotFoundError, OSError, RuntimeError) as error:
+    except (ValueError, FileNotFoundError, OSError, RuntimeError, MisconfigurationException) as error:
         if os.environ.get(DEBUG):
             raise
         print(f"error: {error}", file=sys.stderr)

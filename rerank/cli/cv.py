@@ -27,6 +27,7 @@ from ..data.collection import Collection, as_collection_config
 from ..data.folds import FoldsConfig
 from ..data.trec import Qrels, Run, read_run, write_run
 from ..evaluation import evaluate
+from ..logs import configure_logging
 from ..run_directory import SYSTEMS, CrossValidationDirectory, RunDirectory
 from .arguments import RerankCLI, run
 
@@ -114,24 +115,25 @@ def test_folds(option: str | None, folds: FoldsConfig) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     arguments = sys.argv[1:] if argv is None else list(argv)
     cli = RerankCLI(arguments, prog="rerank cv", description=DESCRIPTION, arguments=_arguments, instantiate=False)
     folder = CrossValidationDirectory(Path(cli.config.output_dir))
     folds = test_folds(cli.config.folds, cli.option("data.folds", FoldsConfig))
     fit_arguments = _without(arguments, ("--folds", "--output_dir"))
-    for fold in folds:
-        directory = folder.fold(fold)
-        if directory.metrics.exists():
-            logger.info("fold %d: done already (%s), skipped", fold, directory.root)
-            continue
-        command = fold_command(fit_arguments, fold, directory)
-        logger.info("fold %d: %s", fold, " ".join(command))
-        done = subprocess.run(command)
-        if done.returncode != 0:
-            raise RuntimeError(f"fold {fold} failed (exit {done.returncode}); rerun the same command to resume")
-    collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
-    report = summarise(folder, folds, collection.qrels)
+    with folder.claimed("rerank cv"):
+        for fold in folds:
+            directory = folder.fold(fold)
+            if directory.metrics.exists():
+                logger.info("fold %d: done already (%s), skipped", fold, directory.root)
+                continue
+            command = fold_command(fit_arguments, fold, directory)
+            logger.info("fold %d: %s", fold, " ".join(command))
+            done = subprocess.run(command)
+            if done.returncode != 0:
+                raise RuntimeError(f"fold {fold} failed (exit {done.returncode}); rerun the same command to resume")
+        collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
+        report = summarise(folder, folds, collection.qrels)
     print_report(report)
     return report
 

@@ -8,7 +8,6 @@ complete or not at all. (``rerank fit`` exports its best checkpoint to ``<output
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from jsonargparse import ActionYesNo, ArgumentParser
 
 from ..export import card_from_run, export
 from ..lightning_module import RerankModule
+from ..logs import configure_logging
 from .arguments import run
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -32,7 +32,7 @@ def parser() -> ArgumentParser:
 
 def main(argv: list[str] | None = None) -> Path:
     config = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     checkpoint = Path(config.ckpt)
     if not checkpoint.is_file():
         raise FileNotFoundError(f"--ckpt {checkpoint}: no such checkpoint file")

@@ -11,7 +11,6 @@ in every command, e.g. ``--data.first_stage.backend bm25s``.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 import time
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..data.collection import Collection, as_collection_config
 from ..data.trec import write_run
 from ..evaluation import evaluate
 from ..first_stage import FirstStageConfig, retrieve
+from ..logs import configure_logging
 from ..run_directory import RunDirectory
 from .arguments import RerankCLI, run
 
@@ -30,7 +30,7 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     """Retrieve, write the run and its metrics; returns the metrics."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank bm25", description=DESCRIPTION,
                     instantiate=False)
     collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))

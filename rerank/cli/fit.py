@@ -2,8 +2,9 @@
 
 Every Trainer option works from the command line or the YAML (``--trainer.precision bf16-mixed``,
 ``--trainer.accumulate_grad_batches 8``, ``--trainer.devices 4 --trainer.strategy ddp``,
-``--trainer.num_nodes 2``); ``--print_config`` shows the merged config. ``--config`` takes a path or a bare name
-from ``configs/``, and may be repeated to stack files (:mod:`rerank.cli.arguments`).
+``--trainer.num_nodes 2``); ``--print_config`` shows the merged config. ``--config`` takes a path or a bare
+name from ``configs/``, and may be repeated to stack files (:mod:`rerank.cli.arguments`). A ``pretrain:``
+section runs a first, judgment-free stage, cached across folds and re-runs (:mod:`rerank.pretraining`).
 
 ``DIR`` receives what :class:`~rerank.run_directory.RunDirectory` lays out: the merged config, the first-stage
 run, checkpoints (``best.ckpt`` on ``model.selection_metric``, ``last.ckpt`` every
@@ -14,14 +15,17 @@ resumes where ``last.ckpt`` left off.
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import shlex
 import sys
 from pathlib import Path
 
 from lightning.pytorch.cli import LightningArgumentParser
 
+from ..atomic import atomic_write
 from ..export import card_metrics, export
+from ..logs import configure_logging
+from ..pretraining import pretrain
 from ..run_directory import Metrics, RunDirectory
 from .arguments import RerankCLI, run
 
@@ -35,23 +39,27 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> Metrics:
     """Train, test the best checkpoint, write ``metrics.json`` and export; returns the test metrics."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging()
     arguments = sys.argv[1:] if argv is None else argv
     cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)
     directory = RunDirectory(Path(cli.config.output_dir))
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
-    if trainer.is_global_zero:
-        directory.root.mkdir(parents=True, exist_ok=True)
-        cli.parser.save(cli.config, directory.config, overwrite=True)
-    trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path)
-    best = cli.config_init.checkpoint.best_model_path
-    trainer.test(model, datamodule=data, ckpt_path=best or None)
-    if trainer.is_global_zero:
-        directory.write_metrics(model.test_report)
-        card = {"model": dict(model.hparams), "data": cli.config.as_dict().get("data", {}),
-                "metrics": card_metrics(model.test_report),
-                "command": shlex.join(["rerank", "fit", *arguments])}
-        export(model.model, directory.model, card)
+    with directory.claimed("rerank fit") if trainer.is_global_zero else contextlib.nullcontext():
+        if trainer.is_global_zero:
+            with atomic_write(directory.config) as handle:
+                handle.write(cli.parser.dump(cli.config))
+        if cli.config_init.pretrain is not None:
+            pretrain(cli.config_init.pretrain, model, data, cli.config.trainer.as_dict(), cli.config.seed_everything)
+        trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path)
+        best = cli.config_init.checkpoint.best_model_path
+        trainer.test(model, datamodule=data, ckpt_path=best or None)
+        if trainer.is_global_zero:
+            directory.write_metrics(model.test_report)
+            card = {"model": dict(model.hparams), "data": cli.config.as_dict().get("data", {}),
+                    "pretrain": cli.config.as_dict().get("pretrain"),
+                    "metrics": card_metrics(model.test_report),
+                    "command": shlex.join(["rerank", "fit", *arguments])}
+            export(model.model, directory.model, card)
     return model.test_report
 
 

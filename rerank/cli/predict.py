@@ -18,14 +18,15 @@ query and document of the run must be in the collection (checked before any scor
 
 from __future__ import annotations
 
+import contextlib
 import json
-import logging
 import sys
 from pathlib import Path
 
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..evaluation import evaluate
+from ..logs import configure_logging
 from ..prediction_writer import RunWriter
 from ..run_directory import Metrics, RunDirectory
 from .arguments import RerankCLI, run
@@ -39,7 +40,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
                         help="the TREC run to re-rank (sets data.first_stage.backend run and data.first_stage.run)")
 
 
-def _run_shortcut(arguments: list[str]) -> list[str]:
+def run_shortcut(arguments: list[str]) -> list[str]:
     """``--run FILE`` -> ``--data.first_stage.backend run --data.first_stage.run FILE`` (placed last, so it wins)."""
     kept, files, take = [], [], False
     for argument in arguments:
@@ -59,22 +60,23 @@ def _run_shortcut(arguments: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> Metrics:
     """Re-rank, write the run (and its metrics when there are qrels); returns the metrics (empty without qrels)."""
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    arguments = _run_shortcut(sys.argv[1:] if argv is None else argv)
+    configure_logging()
+    arguments = run_shortcut(sys.argv[1:] if argv is None else argv)
     cli = RerankCLI(arguments, prog="rerank predict", description=DESCRIPTION, arguments=_arguments)
     directory = RunDirectory(Path(cli.config.output_dir))
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
     writer = RunWriter(directory.run(RUN_NAME), tag=f"rerank-{Path(model.hparams.model_name).name}")
     trainer.callbacks.append(writer)
-    trainer.predict(model, datamodule=data, return_predictions=False)
     metrics: Metrics = {}
-    if trainer.is_global_zero and data.collection.has_qrels:
-        split = data.predict_queries
-        qrels = data.collection.qrels if split == "all" else data.judgments(split)
-        metrics = {system: evaluate(system_run, qrels, model.hparams.metrics).mean
-                   for system, system_run in (("reranker", writer.reranked), ("first_stage", writer.first_stage))}
-        directory.write_metrics(metrics)
-        print(json.dumps(metrics, indent=2))
+    with directory.claimed("rerank predict") if trainer.is_global_zero else contextlib.nullcontext():
+        trainer.predict(model, datamodule=data, return_predictions=False)
+        if trainer.is_global_zero and data.collection.has_qrels:
+            split = data.predict_queries
+            qrels = data.collection.qrels if split == "all" else data.judgments(split)
+            metrics = {system: evaluate(system_run, qrels, model.hparams.metrics).mean
+                       for system, system_run in (("reranker", writer.reranked), ("first_stage", writer.first_stage))}
+            directory.write_metrics(metrics)
+            print(json.dumps(metrics, indent=2))
     return metrics
 
 

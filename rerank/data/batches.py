@@ -28,7 +28,11 @@ class TrainingBatch:
         labels: ``[Q, N]`` graded relevance (unjudged = 0).
         mask: ``[Q, N]`` True for real candidates.
         slots: ``[pairs]`` the flattened ``[Q * N]`` position of each pair.
-        teacher: ``[Q, N]`` teacher scores when the lists' source has a teacher, else None.
+        teacher: ``[Q, N]`` teacher scores when some list of the batch has them (0 for the others), else None.
+
+    A list whose source does not learn from qrels has labels all 0, and a list without a teacher has teacher scores
+    all 0: the loss heads skip lists without contrast (:mod:`rerank.losses.base`), so each head sees its own
+    lists only.
     """
 
     inputs: PairInputs
@@ -73,15 +77,13 @@ class TrainingCollator:
         shape = (len(items), self.list_size)
         labels = torch.zeros(shape, dtype=torch.long)
         mask = torch.zeros(shape, dtype=torch.bool)
-        with_teacher = [item.teacher is not None for item in items]
-        if any(with_teacher) and not all(with_teacher):
-            raise ValueError("a training batch mixes lists with and without teacher scores")
-        teacher = torch.zeros(shape, dtype=torch.float32) if all(with_teacher) and items else None
+        # lists without a teacher get constant teacher scores: no contrast, so the distillation head skips them
+        teacher = torch.zeros(shape, dtype=torch.float32) if any(item.teacher for item in items) else None
         for row, item in enumerate(items):
             length = len(item.labels)
             labels[row, :length] = torch.tensor(item.labels)
             mask[row, :length] = True
-            if teacher is not None:
+            if teacher is not None and item.teacher is not None:
                 teacher[row, :length] = torch.tensor(item.teacher)
         inputs = self.tokenize([item.query for item in items for _ in item.documents],
                                [document for item in items for document in item.documents])

@@ -22,13 +22,14 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from ..atomic import atomic_directory
 from .trec import Qrels, map_label, read_qrels
 
 logger = logging.getLogger(__name__)
@@ -93,7 +94,9 @@ def as_collection_config(value: CollectionConfig | Mapping[str, Any], where: str
     try:
         return CollectionConfig(**value)
     except (TypeError, ValueError) as error:
-        raise ValueError(f"{where}: {error}") from None
+        raise ValueError(f"{where}: {error}. In stacked configs, a later {where} replaces an earlier one as a "
+                         "whole: write all of it (ir_datasets: ID, or docs:, queries: and qrels:, with label_map: "
+                         "if your judgments need one)") from None
 
 
 class Documents:
@@ -110,6 +113,10 @@ class Documents:
 
     def iter_texts(self) -> Iterator[tuple[str, str]]:
         """``(doc_id, text)`` for every document, streamed."""
+        raise NotImplementedError
+
+    def iter_titles(self) -> Iterator[tuple[str, str]]:
+        """``(doc_id, title)`` for every document, streamed (``""`` for a document without a title)."""
         raise NotImplementedError
 
     def source(self) -> str:
@@ -149,7 +156,9 @@ class Collection:
 
     @cached_property
     def qrels(self) -> Qrels:
-        return self._source.qrels()
+        qrels = self._source.qrels()
+        self._source.check_references(qrels, self)
+        return qrels
 
     @property
     def has_qrels(self) -> bool:
@@ -172,6 +181,10 @@ class _Source:
 
     def has_qrels(self) -> bool:
         raise NotImplementedError
+
+    def check_references(self, qrels: Qrels, collection: Collection) -> None:
+        """Check that the qrels name the collection's queries and documents (local files only: an ir_datasets
+        collection is consistent by construction)."""
 
     def query_text(self, fields: Mapping[str, str], where: str) -> str:
         """The query text from a record's fields, by ``query_template`` or ``query_field``."""
@@ -250,6 +263,18 @@ _MISSING_HINTS = {
         " TREC Disks 4&5 are licensed by NIST (https://trec.nist.gov/data/cd45/index.html): place the "
         "uncompressed disks in IR_DATASETS_HOME/disks45/corpus (with NEWS_data/FBIS, NEWS_data/FR94, ...)."
     ),
+    ("msmarco-passage", "queries"): (
+        " ir_datasets downloads MS MARCO passage (about 1 GB for the passages, from msmarco.blob.core.windows.net) "
+        "into IR_DATASETS_HOME/msmarco-passage/: run once where the network is open, or copy that folder here."
+    ),
+    ("msmarco-passage", "documents"): (
+        " ir_datasets downloads MS MARCO passage (collection.tar.gz, about 1 GB) into "
+        "IR_DATASETS_HOME/msmarco-passage/: run once where the network is open, or copy that folder here."
+    ),
+    ("msmarco-passage", "qrels"): (
+        " ir_datasets downloads the MS MARCO qrels into IR_DATASETS_HOME/msmarco-passage/: run once where the "
+        "network is open, or copy that folder here."
+    ),
     ("disks45", "qrels"): (
         " Place qrels.robust2004.txt (https://trec.nist.gov/data/robust/qrels.robust2004.txt) at "
         "IR_DATASETS_HOME/downloads/123c2a0ba2ec31178cb1050995dcfdfa."
@@ -293,6 +318,11 @@ class _IrDatasetsDocuments(Documents):
         with missing_data(self.dataset_id, "documents"):
             for doc in self.dataset.docs_iter():
                 yield doc.doc_id, _document_text(doc)
+
+    def iter_titles(self) -> Iterator[tuple[str, str]]:
+        with missing_data(self.dataset_id, "documents"):
+            for doc in self.dataset.docs_iter():
+                yield doc.doc_id, str(getattr(doc, "title", "") or "")
 
     def source(self) -> str:
         return "irds-" + self.dataset_id.replace("/", "_")
@@ -342,13 +372,41 @@ class _LocalSource(_Source):
                 if row[0] in queries:
                     raise ValueError(f"{path}:{number}: duplicate query id {row[0]!r}")
                 queries[row[0]] = self.query_text({"text": row[-1]}, f"{path}:{number}")
+        if not queries:
+            raise ValueError(f"{path}: no queries (expected lines query_id<TAB>text, or TREC <top> topics)")
         return queries
 
     def has_qrels(self) -> bool:
         return bool(self.config.qrels)
 
     def qrels(self) -> Qrels:
-        return read_qrels(self._path("qrels"), self.config.label_map, self.config.binarize_at)
+        qrels = read_qrels(self._path("qrels"), self.config.label_map, self.config.binarize_at)
+        if not qrels:
+            raise ValueError(f"{self.config.qrels}: no judgments (expected lines query_id 0 doc_id relevance)")
+        return qrels
+
+    def check_references(self, qrels: Qrels, collection: Collection) -> None:
+        """Judged documents and queries that the collection lacks: a warning with how many and examples, an error
+        when none is there (a wrong file, or a wrong id column)."""
+        if self.config.docs:
+            documents = collection.documents
+            _check_ids({doc for judged in qrels.values() for doc in judged}, documents.__contains__, "document ids",
+                       self.config.qrels, self.config.docs)
+        if self.config.queries:
+            queries = collection.queries
+            _check_ids(set(qrels), queries.__contains__, "query ids", self.config.qrels, self.config.queries)
+
+
+def _check_ids(ids: set[str], known: Callable[[str], bool], what: str, where: str, against: str) -> None:
+    missing = sorted(item for item in ids if not known(item))
+    if not missing:
+        return
+    examples = ", ".join(missing[:5])
+    if len(missing) == len(ids):
+        raise ValueError(f"{where}: none of its {len(ids)} judged {what} is in {against} (e.g. {examples}): "
+                         "a file of another collection, or a wrong id column?")
+    logger.warning("%s: %d of %d judged %s are not in %s (e.g. %s)", where, len(missing), len(ids), what, against,
+                   examples)
 
 
 def _looks_like_trec_topics(path: Path) -> bool:
@@ -368,10 +426,31 @@ class _ArrowDocuments(Documents):
 
     def fingerprint(self) -> str:
         stat = self.path.stat()
-        return hashlib.sha1(f"{self.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+        key = f"{self.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{_ARROW_SCHEMA}"
+        return hashlib.sha1(key.encode()).hexdigest()[:12]
+
+    @property
+    def _table(self):
+        return self._indexed[0]
+
+    @property
+    def _rows(self) -> dict[str, int]:
+        return self._indexed[1]
 
     @cached_property
-    def _table(self):
+    def _indexed(self) -> tuple[Any, dict[str, int]]:
+        """The Arrow table (built once per version of the file) and its id -> row index."""
+        table = self._load()
+        rows: dict[str, int] = {}
+        lines = table["line"]
+        for row, doc_id in enumerate(table["doc_id"]):
+            if doc_id in rows:
+                raise ValueError(f"{self.path}:{lines[row]}: duplicate doc_id {doc_id!r} (also on line "
+                                 f"{lines[rows[doc_id]]})")
+            rows[doc_id] = row
+        return table, rows
+
+    def _load(self):
         import datasets
 
         datasets.disable_progress_bars()
@@ -380,29 +459,18 @@ class _ArrowDocuments(Documents):
         if not cache.exists():
             for stale in self.cache_dir.glob(f"{source}-" + "?" * len(fingerprint)):
                 shutil.rmtree(stale, ignore_errors=True)
-            build = self.cache_dir / f".build-{fingerprint}"
-            partial = cache.with_name(cache.name + ".partial")
-            try:
-                table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},
-                                                        cache_dir=str(build))
-                table.save_to_disk(str(partial))
-            except datasets.exceptions.DatasetGenerationError as error:
-                if isinstance(error.__cause__, ValueError):  # our own message, with file and line
-                    raise error.__cause__ from None
-                raise
-            finally:
-                shutil.rmtree(build, ignore_errors=True)
-            partial.rename(cache)
-        return datasets.load_from_disk(str(cache))
-
-    @cached_property
-    def _rows(self) -> dict[str, int]:
-        rows: dict[str, int] = {}
-        for row, doc_id in enumerate(self._table["doc_id"]):
-            if doc_id in rows:
-                raise ValueError(f"{self.path}: duplicate doc_id {doc_id!r}")
-            rows[doc_id] = row
-        return rows
+            # two processes converting at once (a cluster array job) each build their own and one table is kept
+            with atomic_directory(cache, replace=False) as staging:
+                try:
+                    table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},
+                                                            cache_dir=str(staging / "build"))
+                    table.save_to_disk(str(staging / "table"))
+                except datasets.exceptions.DatasetGenerationError as error:
+                    if isinstance(error.__cause__, ValueError):  # our own message, with file and line
+                        raise error.__cause__ from None
+                    raise
+                shutil.rmtree(staging / "build")
+        return datasets.load_from_disk(str(cache / "table"))
 
     def __len__(self) -> int:
         return self._table.num_rows
@@ -417,12 +485,24 @@ class _ArrowDocuments(Documents):
         return self._table[row]["text"]
 
     def iter_texts(self) -> Iterator[tuple[str, str]]:
+        return self._columns("text")
+
+    def iter_titles(self) -> Iterator[tuple[str, str]]:
+        return self._columns("title")
+
+    def _columns(self, column: str) -> Iterator[tuple[str, str]]:
+        """``(doc_id, column)`` rows of the table (whose ids are unique: a BM25 index never sees a duplicate)."""
         for batch in self._table.iter(batch_size=4096):
-            yield from zip(batch["doc_id"], batch["text"])
+            yield from zip(batch["doc_id"], batch[column])
 
 
-def _read_documents(path: str) -> Iterator[dict[str, str]]:
-    """Rows ``{doc_id, text}`` of a JSONL or TSV document file, with the line number of any bad row."""
+_ARROW_SCHEMA = 3
+"""The version of the Arrow tables' columns (``doc_id``, ``title``, ``text`` = title and body, ``line``) and of
+their folder (``<cache>/table``)."""
+
+
+def _read_documents(path: str) -> Iterator[dict[str, str | int]]:
+    """Rows ``{doc_id, title, text, line}`` of a JSONL or TSV document file, with the line number of any bad row."""
     source = Path(path)
     with source.open(encoding="utf-8-sig", newline="") as handle:
         if source.suffix in (".jsonl", ".json"):
@@ -431,7 +511,9 @@ def _read_documents(path: str) -> Iterator[dict[str, str]]:
                     continue
                 try:
                     record = json.loads(line)
-                    yield {"doc_id": str(record["doc_id"]), "text": _join(record.get("title"), record.get("text"))}
+                    title = str(record.get("title") or "")
+                    yield {"doc_id": str(record["doc_id"]), "title": title, "text": _join(title, record.get("text")),
+                           "line": number}
                 except (json.JSONDecodeError, KeyError, TypeError) as error:
                     raise ValueError(f"{source}:{number}: expected a JSON object with doc_id ({error}): "
                                      f"{line[:200]!r}") from None
@@ -441,4 +523,5 @@ def _read_documents(path: str) -> Iterator[dict[str, str]]:
                     continue
                 if len(row) not in (2, 3):
                     raise ValueError(f"{source}:{number}: expected doc_id<TAB>[title<TAB>]text, got {len(row)} columns")
-                yield {"doc_id": row[0], "text": _join(*row[1:]) if len(row) == 3 else row[1]}
+                title = row[1] if len(row) == 3 else ""
+                yield {"doc_id": row[0], "title": title, "text": _join(title, row[-1]), "line": number}

@@ -1,8 +1,8 @@
 """The Lightning data module: a collection, its first-stage candidates and a fold split, as typed batches.
 
-Configured under ``data:`` in the YAML (the sections ``collection``, ``first_stage`` and ``folds`` are those of
-:class:`~rerank.data.collection.CollectionConfig`, :class:`~rerank.first_stage.FirstStageConfig` and
-:class:`~rerank.data.folds.FoldsConfig`)::
+Configured under ``data:`` in the YAML (the sections ``collection``, ``first_stage``, ``folds`` and ``train``
+are those of :class:`~rerank.data.collection.CollectionConfig`, :class:`~rerank.first_stage.FirstStageConfig`,
+:class:`~rerank.data.folds.FoldsConfig` and :class:`~rerank.data.sources.SourceConfig`)::
 
     data:
       collection: {ir_datasets: disks45/nocr/trec-robust-2004, query_field: title}
@@ -11,20 +11,21 @@ Configured under ``data:`` in the YAML (the sections ``collection``, ``first_sta
       rerank_depth: 150     # candidates re-ranked per query (training lists are drawn from them too)
       list_size: 4
       strategy: pairs
+      train: [...]          # training sources (default: the training folds' queries with their qrels)
 
 The tokenization comes from the model (``model.tokenization``, linked by the CLI). ``prepare_data`` (once per
-node) retrieves the first-stage run of every query and writes it to the run directory's ``first_stage.trec``;
-``setup`` (every process) reads it and checks, before any training, that the run and the qrels share queries
-and that training lists can be drawn. :meth:`RerankDataModule.judgments` gives the qrels of a split to whoever
-evaluates (the CLI hands it to :class:`~rerank.lightning_module.RerankModule`).
+node) retrieves the first-stage run of every query and writes it to the run directory's ``first_stage.trec``,
+and warms the caches of the training sources (their candidates, pseudo-queries, teacher scores); ``setup``
+(every process) reads them and checks, before any training, that every source has lists to draw. Validation and
+test pairs are built when first needed, after checking that the run and the qrels share queries.
+:meth:`RerankDataModule.judgments` gives the qrels of a split to whoever evaluates (the CLI hands it to
+:class:`~rerank.lightning_module.RerankModule`).
 """
 
 from __future__ import annotations
 
 import logging
-import multiprocessing
-from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,22 +33,23 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from ..cross_encoder import load_tokenizer, resolve_tokenization
-from ..first_stage import FirstStageConfig, retrieve
+from ..first_stage import FirstStageConfig, write_first_stage_run
 from ..run_directory import RunDirectory
 from .batches import EvaluationCollator, TrainingCollator
 from .collection import Collection, CollectionConfig, as_collection_config
 from .examples import (
+    STRATEGIES,
     Candidates,
     EvaluationBatches,
     ShardSampler,
     TrainingLists,
     TrainingSampler,
     candidate_lists,
-    trainable,
 )
 from .folds import SPLITS, FoldsConfig, Split, make_split
+from .sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
 from .tokenization import PairTokenizer, TokenizationConfig
-from .trec import Qrels, Run, read_run, write_run
+from .trec import Qrels, Run, read_run
 
 logger = logging.getLogger(__name__)
 
@@ -60,12 +62,15 @@ class RerankDataModule(pl.LightningDataModule):
             replaces an earlier one as a whole).
         first_stage: where the candidates come from (BM25 through pyserini or bm25s, or a run file).
         folds: the query split; validation and test use the folds that ``folds.test`` names.
+        train: the training sources (:mod:`rerank.data.sources`); default: ``[{queries: train}]``, the training
+            folds' queries with their qrels.
         model_name: the tokenizer's model (linked from ``model.model_name`` by the CLI).
         tokenization: lengths and passages (linked from ``model.tokenization``; None: the model's own).
         output_dir: the run directory, where the first-stage run is written (linked from ``--output_dir``).
         rerank_depth: candidates per query that are re-ranked, and that training lists are drawn from.
         list_size: candidates per training list.
-        strategy: ``top``, ``random`` or ``pairs`` (see :mod:`rerank.data.examples`).
+        strategy: ``top``, ``random`` or ``pairs`` for sources that learn from qrels (see
+            :mod:`rerank.data.examples`).
         batch_size: training lists per batch.
         repeats: visits of each training query per epoch.
         eval_batch_size: (query, candidate) pairs per evaluation batch.
@@ -77,9 +82,10 @@ class RerankDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
-        collection: CollectionConfig | dict[str, Any],
+        collection: dict[str, Any] | CollectionConfig | None = None,
         first_stage: FirstStageConfig | None = None,
         folds: FoldsConfig | None = None,
+        train: Sequence[dict[str, Any] | SourceConfig] | None = None,
         model_name: str = "bert-base-uncased",
         tokenization: TokenizationConfig | None = None,
         output_dir: str = "runs/default",
@@ -94,19 +100,28 @@ class RerankDataModule(pl.LightningDataModule):
         seed: int = 42,
     ) -> None:
         super().__init__()
+        self.settings = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
+        """The arguments, for a module like this one with other training sources (:mod:`rerank.pretraining`)."""
         for name, value in (("rerank_depth", rerank_depth), ("list_size", list_size), ("batch_size", batch_size),
                             ("repeats", repeats), ("eval_batch_size", eval_batch_size)):
             if value < 1:
                 raise ValueError(f"data.{name} must be positive; got {value}")
+        if num_workers < 0:
+            raise ValueError(f"data.num_workers must be >= 0; got {num_workers}")
         if predict_queries not in ("all", *SPLITS):
             raise ValueError(f"data.predict_queries must be all or one of {', '.join(SPLITS)}; got {predict_queries!r}")
-        self.collection_config = as_collection_config(collection, "data.collection")
+        if strategy not in STRATEGIES[:3]:
+            raise ValueError(f"data.strategy must be one of {', '.join(STRATEGIES[:3])}; got {strategy!r}")
+        if strategy == "pairs" and list_size % 2:
+            raise ValueError(f"data.strategy pairs needs an even data.list_size; got {list_size}")
+        self.collection_config = as_collection_config(collection or {}, "data.collection")
         self.first_stage_config = first_stage or FirstStageConfig()
         if rerank_depth > self.first_stage_config.retrieval_depth:
             raise ValueError(f"data.rerank_depth ({rerank_depth}) exceeds data.first_stage.retrieval_depth "
                              f"({self.first_stage_config.retrieval_depth}): re-rank at most what the first stage "
                              "retrieves")
         self.folds_config = folds or FoldsConfig()
+        self.sources = [as_source_config(source, f"data.train[{i}]") for i, source in enumerate(train or [{}])]
         self.model_name, self.directory = model_name, RunDirectory(Path(output_dir))
         self.tokenization = resolve_tokenization(model_name, tokenization)
         self.rerank_depth, self.list_size, self.strategy = rerank_depth, list_size, strategy
@@ -114,23 +129,18 @@ class RerankDataModule(pl.LightningDataModule):
         self.predict_queries, self.num_workers, self.seed = predict_queries, num_workers, seed
         self.collection = Collection(self.collection_config)
         self._split: Split | None = None
+        self._run: Run | None = None
+        self.training: list[TrainingSource] = []
         self.lists: dict[str, list[Candidates]] = {}
         self._evaluation: dict[str, EvaluationBatches] = {}
         self._train_sampler: TrainingSampler | None = None
         self._resume: tuple[int, int] | None = None
 
     def prepare_data(self) -> None:
-        """Retrieve the first-stage candidates of every query and write them to the run directory.
-
-        pyserini retrieval runs in a child process: its JVM, with its own signal handlers and threads, crashes
-        the PyTorch process that it shares (segmentation faults seen after training on Cranfield).
-        """
-        arguments = (self.collection_config, self.first_stage_config, self.directory.first_stage_run)
-        if self.first_stage_config.backend != "pyserini":
-            write_first_stage_run(*arguments)
-            return
-        with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-            pool.submit(write_first_stage_run, *arguments).result()
+        """Retrieve the first-stage candidates of every query into the run directory, and make the training
+        sources' cached parts (their candidates, pseudo-queries and teacher scores)."""
+        write_first_stage_run(self.collection_config, self.first_stage_config, self.directory.first_stage_run)
+        self._resolve_sources()
 
     @property
     def split(self) -> Split:
@@ -139,40 +149,43 @@ class RerankDataModule(pl.LightningDataModule):
             self._split = make_split(self.folds_config, self.collection.qrels)
         return self._split
 
+    @property
+    def run(self) -> Run:
+        """The first-stage run of every query (what ``prepare_data`` wrote)."""
+        if self._run is None:
+            self._run = read_run(self.directory.first_stage_run)
+        return self._run
+
     def setup(self, stage: str | None = None) -> None:
-        wanted = "predict" if stage == "predict" else "train"
-        if wanted in self.lists:
-            return
-        run = read_run(self.directory.first_stage_run)
-        if stage == "predict":
-            self._set_lists(run, {"predict": self._predict_query_ids(run)}, {})
-            return
-        qrels = self.collection.qrels
-        check_overlap(run, qrels, self.directory.first_stage_run)
-        self._set_lists(run, {name: getattr(self.split, name) for name in SPLITS}, qrels)
-        usable = [c for c in self.lists["train"] if trainable(c, self.strategy)]
-        skipped = len(self.lists["train"]) - len(usable)
-        if not usable:
-            raise ValueError(f"none of the {len(self.lists['train'])} training queries has a relevant candidate in "
-                             f"its top {self.rerank_depth} (data.rerank_depth); nothing to train on")
-        if skipped:
-            logger.info("%d of %d training queries have no relevant candidate in the top %d (or, for pairs, no "
-                        "non-relevant one) and are not trained on", skipped, len(self.lists["train"]),
-                        self.rerank_depth)
-        self.lists["train"] = usable
+        if stage in ("fit", None) and not self.training:
+            self.training = self._resolve_sources()
 
-    def _predict_query_ids(self, run: Run) -> list[str]:
-        if self.predict_queries == "all":
-            return list(run)
-        return getattr(self.split, self.predict_queries)
+    def _resolve_sources(self) -> list[TrainingSource]:
+        uses_folds = any(source.uses_judgments for source in self.sources)
+        if uses_folds:
+            check_overlap(self.run, self.collection.qrels, self.directory.first_stage_run)
+        context = SourceContext(collection=self.collection, first_stage=self.first_stage_config,
+                                first_stage_run=self.run if uses_folds else None,
+                                train_query_ids=self.split.train if uses_folds else None,
+                                rerank_depth=self.rerank_depth, strategy=self.strategy)
+        return [resolve(source, f"data.train[{i}]", context) for i, source in enumerate(self.sources)]
 
-    def _set_lists(self, run: Run, query_ids: Mapping[str, list[str]], qrels: Qrels) -> None:
-        queries = self.collection.queries
-        for name, ids in query_ids.items():
-            self.lists[name] = candidate_lists(run, queries, qrels, ids, self.rerank_depth)
-            if not self.lists[name]:
-                raise ValueError(f"no {name} query of fold {self.folds_config.test} has first-stage candidates "
+    def evaluation_lists(self, split: str) -> list[Candidates]:
+        """The candidates of ``split`` (``validation``, ``test``, or ``predict``: :attr:`predict_queries`)."""
+        if split not in self.lists:
+            run = self.run
+            if split == "predict":
+                query_ids = list(run) if self.predict_queries == "all" else getattr(self.split, self.predict_queries)
+                qrels: Qrels = {}
+            else:
+                qrels = self.collection.qrels
+                check_overlap(run, qrels, self.directory.first_stage_run)
+                query_ids = getattr(self.split, split)
+            self.lists[split] = candidate_lists(run, self.collection.queries, qrels, query_ids, self.rerank_depth)
+            if not self.lists[split]:
+                raise ValueError(f"no {split} query of fold {self.folds_config.test} has first-stage candidates "
                                  f"in {self.directory.first_stage_run}")
+        return self.lists[split]
 
     def judgments(self, split: str) -> Qrels:
         """The qrels of the judged queries of ``split`` (``train``, ``validation`` or ``test``)."""
@@ -187,8 +200,7 @@ class RerankDataModule(pl.LightningDataModule):
         return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
 
     def train_dataloader(self) -> DataLoader:
-        dataset = TrainingLists(self.lists["train"], self.collection.documents, self.list_size, self.strategy,
-                                self.seed)
+        dataset = TrainingLists(self.training, self.list_size, self.seed)
         world, rank = self._world()
         self._train_sampler = TrainingSampler(dataset, self.repeats, self.batch_size, world, rank, self.seed)
         if self._resume is not None:
@@ -201,7 +213,7 @@ class RerankDataModule(pl.LightningDataModule):
     def _evaluation_dataloader(self, split: str) -> DataLoader:
         if split not in self._evaluation:  # sorted by document length once, not at every validation
             documents = self.collection.documents
-            self._evaluation[split] = EvaluationBatches(self.lists[split], documents, self.eval_batch_size,
+            self._evaluation[split] = EvaluationBatches(self.evaluation_lists(split), documents, self.eval_batch_size,
                                                         length=lambda doc: len(documents.text(doc)))
         dataset = self._evaluation[split]
         world, rank = self._world()
@@ -228,12 +240,6 @@ class RerankDataModule(pl.LightningDataModule):
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state:
             self._resume = (state["epoch"], state["batches"])
-
-
-def write_first_stage_run(collection: CollectionConfig, first_stage: FirstStageConfig, path: Path) -> None:
-    """Retrieve the candidates of every query of ``collection`` and write them as a TREC run."""
-    run = retrieve(Collection(collection), first_stage)
-    write_run(run, path, tag=f"first-stage-{first_stage.backend}")
 
 
 def check_overlap(run: Run, qrels: Qrels, where: Path) -> None:

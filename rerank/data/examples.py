@@ -1,15 +1,17 @@
 """Training lists and evaluation pairs drawn from a first-stage run, and the samplers that share them out.
 
 Training: one example per query and visit, a list of ``list_size`` candidates from the query's top-k with
-their labels (unjudged = 0). Strategies:
+their labels (unjudged = 0) and, for sources with a teacher, the teacher's scores. Strategies:
 
 - ``top``: the first ``list_size`` candidates;
 - ``random``: one relevant candidate and ``list_size - 1`` others drawn at random from the top-k;
 - ``pairs``: ``list_size / 2`` (relevant, non-relevant) pairs (the CEDR / SmoothI protocol with
-  ``list_size: 4``: two pairs from one query per example).
+  ``list_size: 4``: two pairs from one query per example);
+- ``sample``: ``list_size`` candidates drawn at random (sources that learn from a teacher only).
 
-The draw for visit ``index`` in epoch ``epoch`` depends only on ``(seed, epoch, index)``, so a resumed run sees
-the same lists. Shorter lists are padded; ``mask`` marks the real candidates.
+The lists of several sources (:mod:`rerank.data.sources`) are drawn in the proportions of their weights. The
+draw for visit ``index`` of source ``source`` in epoch ``epoch`` depends only on ``(seed, epoch, source,
+index)``, so a resumed run sees the same lists. Shorter lists are padded; ``mask`` marks the real candidates.
 
 Evaluation: every (query, candidate) pair of the split once, in batches of similar document length; the
 batches are dealt to the processes without padding, so each pair is scored by exactly one process.
@@ -21,6 +23,7 @@ import math
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils.data import Dataset, DistributedSampler
@@ -29,18 +32,23 @@ from .batches import TrainingList
 from .collection import Documents
 from .trec import Qrels, Run, ranked
 
-STRATEGIES = ("top", "random", "pairs")
+if TYPE_CHECKING:
+    from .sources import TrainingSource
+
+STRATEGIES = ("top", "random", "pairs", "sample")
 
 
 @dataclass(frozen=True)
 class Candidates:
-    """A query and its first-stage candidates, best first, with labels and first-stage scores."""
+    """A query and its first-stage candidates, best first, with labels, first-stage scores and, when the query's
+    source has a teacher, the teacher's scores."""
 
     query_id: str
     query: str
     doc_ids: list[str]
     labels: list[int]
     scores: list[float]
+    teacher: list[float] | None = None
 
 
 def candidate_lists(run: Run, queries: Mapping[str, str], qrels: Qrels, query_ids: Sequence[str],
@@ -60,8 +68,10 @@ def candidate_lists(run: Run, queries: Mapping[str, str], qrels: Qrels, query_id
 def select(candidates: Candidates, list_size: int, strategy: str, rng: random.Random) -> list[int]:
     """Positions (into ``candidates``) of one training list."""
     positions = range(len(candidates.doc_ids))
-    if strategy == "top" or (len(positions) <= list_size and strategy == "random"):
+    if strategy == "top" or (len(positions) <= list_size and strategy in ("random", "sample")):
         return list(positions[:list_size])
+    if strategy == "sample":
+        return sorted(rng.sample(positions, list_size))
     relevant = [p for p in positions if candidates.labels[p] > 0]
     if strategy == "random":
         first = rng.choice(relevant)
@@ -77,33 +87,39 @@ def _draw(population: list[int], count: int, rng: random.Random) -> list[int]:
 
 
 def trainable(candidates: Candidates, strategy: str) -> bool:
-    """Whether a list can be drawn: a relevant candidate (and, for ``pairs``, a non-relevant one)."""
+    """Whether a list can be drawn and teaches something: a relevant candidate (and, for ``pairs``, a
+    non-relevant one); for ``sample``, teacher scores that are not all equal."""
+    if strategy == "sample":
+        return candidates.teacher is not None and len(set(candidates.teacher)) > 1
     relevant = sum(label > 0 for label in candidates.labels)
     return relevant > 0 and (strategy != "pairs" or relevant < len(candidates.labels))
 
 
 class TrainingLists(Dataset):
-    """Item ``(epoch, index)``: a training list for query ``index % len(queries)``."""
+    """Item ``(epoch, source, index)``: a training list for query ``index`` of source ``source``."""
 
-    def __init__(self, lists: list[Candidates], documents: Documents, list_size: int, strategy: str,
-                 seed: int) -> None:
-        if strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {strategy!r}")
-        if strategy == "pairs" and list_size % 2:
-            raise ValueError(f"the pairs strategy needs an even list_size; got {list_size}")
-        self.lists, self.documents = lists, documents
-        self.list_size, self.strategy, self.seed = list_size, strategy, seed
+    def __init__(self, sources: Sequence[TrainingSource], list_size: int, seed: int) -> None:
+        for source in sources:
+            if source.strategy not in STRATEGIES:
+                raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}; got {source.strategy!r}")
+            if source.strategy == "pairs" and list_size % 2:
+                raise ValueError(f"the pairs strategy needs an even data.list_size; got {list_size}")
+        self.sources, self.list_size, self.seed = list(sources), list_size, seed
 
     def __len__(self) -> int:
-        return len(self.lists)
+        return sum(len(source.lists) for source in self.sources)
 
-    def __getitem__(self, key: tuple[int, int]) -> TrainingList:
-        epoch, index = key
-        candidates = self.lists[index]
-        positions = select(candidates, self.list_size, self.strategy, random.Random(f"{self.seed}/{epoch}/{index}"))
+    def __getitem__(self, key: tuple[int, int, int]) -> TrainingList:
+        epoch, which, index = key
+        source = self.sources[which]
+        candidates = source.lists[index]
+        rng = random.Random(f"{self.seed}/{epoch}/{which}/{index}")
+        positions = select(candidates, self.list_size, source.strategy, rng)
+        teacher = candidates.teacher
         return TrainingList(query=candidates.query,
-                            documents=[self.documents.text(candidates.doc_ids[p]) for p in positions],
-                            labels=[candidates.labels[p] for p in positions])
+                            documents=[source.documents.text(candidates.doc_ids[p]) for p in positions],
+                            labels=[candidates.labels[p] for p in positions],
+                            teacher=None if teacher is None else [teacher[p] for p in positions])
 
 
 class EvaluationBatches(Dataset):
@@ -125,15 +141,19 @@ class EvaluationBatches(Dataset):
 
 
 class TrainingSampler(DistributedSampler):
-    """This process's share of the shuffled queries of each epoch, as ``(epoch, index)`` keys.
+    """This process's share of each epoch's training lists, as ``(epoch, source, index)`` keys.
 
-    ``resume(epoch, batches)`` makes the next pass over ``epoch`` skip the batches a checkpoint had consumed.
+    An epoch holds ``repeats`` times as many lists as the sources have queries, each source's share in proportion
+    to its weight (rounded to whole lists, the total kept): a source's queries are visited in seeded random order,
+    again and again as its share needs. ``resume(epoch, batches)`` makes the next pass over ``epoch`` skip the
+    batches a checkpoint had consumed.
     """
 
     def __init__(self, dataset: TrainingLists, repeats: int, batch_size: int, num_replicas: int, rank: int,
                  seed: int) -> None:
         super().__init__(dataset, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
         self.repeats, self.batch_size = repeats, batch_size
+        self.shares = proportions([source.weight for source in dataset.sources], len(dataset) * repeats)
         self.num_samples = math.ceil(len(dataset) * repeats / num_replicas)
         self.total_size = self.num_samples * num_replicas
         self._skip: tuple[int, int] | None = None
@@ -141,17 +161,32 @@ class TrainingSampler(DistributedSampler):
     def resume(self, epoch: int, batches: int) -> None:
         self._skip = (epoch, batches)
 
-    def __iter__(self) -> Iterator[tuple[int, int]]:
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
         skip = 0
         if self._skip is not None:  # Lightning may create a resumed run's iterator before it calls set_epoch
             self.epoch, skip = self._skip[0], self._skip[1] * self.batch_size
             self._skip = None
         generator = torch.Generator().manual_seed(self.seed + self.epoch)
-        order = torch.cat([torch.randperm(len(self.dataset), generator=generator) for _ in range(self.repeats)])
-        order = order.tolist()
-        order += order[: self.total_size - len(order)]  # pad so that every process takes as many steps
-        mine = order[self.rank: self.total_size: self.num_replicas][skip:]
-        return iter([(self.epoch, index) for index in mine])
+        keys = []
+        for which, (source, share) in enumerate(zip(self.dataset.sources, self.shares)):
+            laps = math.ceil(share / len(source.lists))
+            order = torch.cat([torch.randperm(len(source.lists), generator=generator) for _ in range(laps)])
+            keys += [(which, index) for index in order[:share].tolist()]
+        if len(self.dataset.sources) > 1:
+            keys = [keys[i] for i in torch.randperm(len(keys), generator=generator).tolist()]
+        keys += keys[: self.total_size - len(keys)]  # pad so that every process takes as many steps
+        mine = keys[self.rank: self.total_size: self.num_replicas][skip:]
+        return iter([(self.epoch, which, index) for which, index in mine])
+
+
+def proportions(weights: Sequence[float], total: int) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainders), at least one each."""
+    exact = [total * weight / sum(weights) for weight in weights]
+    shares = [max(1, math.floor(value)) for value in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: exact[i] - math.floor(exact[i]), reverse=True)
+    for i in by_remainder[: max(0, total - sum(shares))]:
+        shares[i] += 1
+    return shares
 
 
 class ShardSampler(DistributedSampler):

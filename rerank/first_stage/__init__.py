@@ -17,11 +17,15 @@ is deterministic.
 from __future__ import annotations
 
 import logging
+import multiprocessing
+from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.collection import Collection
-from ..data.trec import Run, read_run, top_k
+from ..cache import cache_root
+from ..data.collection import Collection, CollectionConfig
+from ..data.trec import Run, read_run, top_k, write_run
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ class FirstStageConfig:
         b: BM25 length normalisation.
         retrieval_depth: candidates retrieved per query.
         run: the TREC run file for ``backend: run``.
-        index_dir: where BM25 indexes are cached (default ``~/.cache/rerank/indexes``); an index is reused
+        index_dir: where BM25 indexes are cached (default ``$RERANK_CACHE/indexes``); an index is reused
             while the collection's fingerprint is unchanged, and rebuilt otherwise.
         threads: search threads (0: all cores).
     """
@@ -61,19 +65,20 @@ class FirstStageConfig:
 
     @property
     def cache_root(self) -> Path:
-        return Path(self.index_dir) if self.index_dir else Path.home() / ".cache" / "rerank" / "indexes"
+        return Path(self.index_dir) if self.index_dir else cache_root() / "indexes"
 
 
-def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[str] | None = None) -> Run:
-    """The first-stage run for ``query_ids`` (default: every query of the collection), top ``retrieval_depth``.
+def retrieve(collection: Collection, config: FirstStageConfig, queries: Mapping[str, str] | None = None) -> Run:
+    """The first-stage run of ``queries`` (``{query id: text}``; default: the collection's), top
+    ``retrieval_depth`` each.
 
     Raises:
-        ValueError: a query of the run is unknown to the collection, or no query got a candidate (queries
-            without candidates are left out of the run, with a warning).
+        ValueError: a query of the run is unknown, or no query got a candidate (queries without candidates are
+            left out of the run, with a warning).
     """
-    queries = collection.queries if query_ids is None else {qid: collection.queries[qid] for qid in query_ids}
+    queries = collection.queries if queries is None else queries
     if config.backend == "run":
-        run = top_k(read_run(config.run, queries=collection.queries), config.retrieval_depth)
+        run = top_k(read_run(config.run, queries=queries), config.retrieval_depth)
         check_documents(run, collection, config.run)
         run = {qid: run.get(qid, {}) for qid in queries}
     elif config.backend == "bm25s":
@@ -94,6 +99,25 @@ def retrieve(collection: Collection, config: FirstStageConfig, query_ids: list[s
     return {qid: docs for qid, docs in run.items() if docs}
 
 
+def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig, path: Path,
+                          queries: Mapping[str, str] | None = None) -> None:
+    """:func:`retrieve`, written as a TREC run to ``path``; pyserini runs in a child process.
+
+    pyserini's JVM, with its own signal handlers and threads, crashes a PyTorch process that it shares (segmentation
+    faults seen after training on Cranfield), so it gets a process of its own.
+    """
+    if config.backend != "pyserini":
+        _write_run(collection, config, path, queries)
+        return
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool.submit(_write_run, collection, config, path, queries).result()
+
+
+def _write_run(collection: CollectionConfig, config: FirstStageConfig, path: Path,
+               queries: Mapping[str, str] | None) -> None:
+    write_run(retrieve(Collection(collection), config, queries), path, tag=f"first-stage-{config.backend}")
+
+
 def check_documents(run: Run, collection: Collection, where: str | Path) -> None:
     """Fail when documents of ``run`` are not in the collection (a run from another collection, a wrong id column).
 
@@ -107,4 +131,4 @@ def check_documents(run: Run, collection: Collection, where: str | Path) -> None
                          f"(e.g. {', '.join(unknown[:5])}); is the run from another collection?")
 
 
-__all__ = ["BACKENDS", "FirstStageConfig", "check_documents", "retrieve"]
+__all__ = ["BACKENDS", "FirstStageConfig", "check_documents", "retrieve", "write_first_stage_run"]

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import logging
-import pickle
 
 import bm25s
 import Stemmer
 
+from ..atomic import atomic_directory
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
 from . import FirstStageConfig
 
 logger = logging.getLogger(__name__)
+IDS = "doc_ids.json"
+"""The document id of each row of the index (JSON, not a pickle: reading a cache never runs code)."""
 
 
 def _tokenize(texts: list[str], stemmer: Stemmer.Stemmer, progress: bool) -> bm25s.tokenization.Tokenized:
@@ -24,19 +27,18 @@ def search(collection: Collection, queries: dict[str, str], config: FirstStageCo
     stemmer = Stemmer.Stemmer("english")
     documents = collection.documents
     cache = config.cache_root / f"bm25s-{documents.source()}-{documents.fingerprint()}-{config.k1}-{config.b}"
-    if (cache / "doc_ids.pkl").exists():
-        retriever = bm25s.BM25.load(str(cache))
-        doc_ids = pickle.loads((cache / "doc_ids.pkl").read_bytes())
-    else:
+    if not (cache / IDS).exists():
         doc_ids, texts = [], []
         for doc_id, text in documents.iter_texts():
             doc_ids.append(doc_id)
             texts.append(text)
         retriever = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")
         retriever.index(_tokenize(texts, stemmer, progress=True), show_progress=True)
-        cache.mkdir(parents=True, exist_ok=True)
-        retriever.save(str(cache))
-        (cache / "doc_ids.pkl").write_bytes(pickle.dumps(doc_ids))
+        with atomic_directory(cache, replace=False) as staging:  # two builders at once: one index, complete
+            retriever.save(str(staging))
+            (staging / IDS).write_text(json.dumps(doc_ids), encoding="utf-8")
+    retriever = bm25s.BM25.load(str(cache))
+    doc_ids = json.loads((cache / IDS).read_text(encoding="utf-8"))
     qids = list(queries)
     tokens = _tokenize([queries[qid] for qid in qids], stemmer, progress=False)
     depth = min(config.retrieval_depth, len(doc_ids))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from rich.progress import Progress
 
+from ..atomic import atomic_directory
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
 from . import FirstStageConfig
@@ -102,25 +103,23 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     for stale in config.cache_root.glob(f"lucene-{documents.source()}-" + "?" * len(documents.fingerprint())):
         logger.info("removing stale index %s", stale)
         shutil.rmtree(stale, ignore_errors=True)
-    building = folder.with_name(folder.name + ".building")
-    shutil.rmtree(building, ignore_errors=True)
-    building.parent.mkdir(parents=True, exist_ok=True)
-    indexer = LuceneIndexer(str(building), threads=config.threads or os.cpu_count() or 1)
-    batch: list[dict[str, str]] = []
-    with Progress(transient=True) as progress:
-        task = progress.add_task(f"indexing {collection.name}", total=len(documents))
-        for doc_id, text in documents.iter_texts():
-            batch.append({"id": doc_id, "contents": text})
-            if len(batch) == BATCH:
+    with atomic_directory(folder, replace=False) as building:  # two builders at once: one index, complete
+        indexer = LuceneIndexer(str(building), threads=config.threads or os.cpu_count() or 1)
+        batch: list[dict[str, str]] = []
+        with Progress(transient=True) as progress:
+            task = progress.add_task(f"indexing {collection.name}", total=len(documents))
+            for doc_id, text in documents.iter_texts():
+                batch.append({"id": doc_id, "contents": text})
+                if len(batch) == BATCH:
+                    indexer.add_batch_dict(batch)
+                    progress.advance(task, len(batch))
+                    batch = []
+            if batch:
                 indexer.add_batch_dict(batch)
                 progress.advance(task, len(batch))
-                batch = []
-        if batch:
-            indexer.add_batch_dict(batch)
-            progress.advance(task, len(batch))
-    indexer.close()
-    (building / "rerank.json").write_text(json.dumps({"collection": collection.name, "documents": len(documents)}))
-    building.rename(folder)
+        indexer.close()
+        (building / "rerank.json").write_text(json.dumps({"collection": collection.name,
+                                                          "documents": len(documents)}))
     return folder
 
 

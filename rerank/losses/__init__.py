@@ -21,11 +21,14 @@ from typing import Any
 
 from .approx_ndcg import ApproxNDCG
 from .base import RankingLoss
+from .distill_listnet import DistillListNet
+from .distill_ranknet import DistillRankNet
 from .hinge import PairwiseHinge
 from .lambdaloss import LambdaLoss
 from .lambdarank import LambdaRank
 from .listmle import ListMLE
 from .listnet import ListNet
+from .margin_mse import MarginMSE
 from .neural_ndcg import NeuralNDCG
 from .pointwise import PointwiseBCE, PointwiseMSE
 from .ranknet import RankNet
@@ -47,7 +50,12 @@ LOSSES: dict[str, type[RankingLoss]] = {
     "lambdaloss": LambdaLoss,
     "pointwise_bce": PointwiseBCE,
     "pointwise_mse": PointwiseMSE,
+    "distill_listnet": DistillListNet,
+    "distill_ranknet": DistillRankNet,
+    "margin_mse": MarginMSE,
 }
+"""Loss heads by name. The ``distill_*`` heads and ``margin_mse`` take a teacher's scores as their labels
+(``RankingLoss.graded`` False); the others take graded relevance."""
 
 
 def build(name: str | Mapping[str, Any], **kwargs: object) -> RankingLoss:
@@ -58,20 +66,30 @@ def build(name: str | Mapping[str, Any], **kwargs: object) -> RankingLoss:
         ValueError: unknown name or class, a class that is not a :class:`RankingLoss`, unknown parameter or invalid
             parameter value; the message lists what is allowed.
     """
+    cls = loss_class(name)
+    label = name.get("class_path") if isinstance(name, Mapping) else name
     if isinstance(name, Mapping):
-        cls, label = _import_loss(name), name.get("class_path")
         kwargs = {**(name.get("init_args") or {}), **kwargs}
-    elif name in LOSSES:
-        cls, label = LOSSES[name], name
-    else:
-        raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(LOSSES)}, or give "
-                         "{class_path: package.module.YourLoss, init_args: {...}}")
     allowed = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "args", "kwargs")]
     unknown = sorted(set(kwargs) - set(allowed))
     if unknown:
         accepted = ", ".join(allowed) if allowed else "none"
         raise ValueError(f"loss {label!r} has no parameter {', '.join(unknown)}; it accepts: {accepted}")
     return cls(**kwargs)
+
+
+def loss_class(name: str | Mapping[str, Any]) -> type[RankingLoss]:
+    """The class of the loss that ``name`` (a registry name or ``{"class_path": ...}``) names.
+
+    Raises:
+        ValueError: unknown name, or a class path that cannot be imported or is not a :class:`RankingLoss`.
+    """
+    if isinstance(name, Mapping):
+        return _import_loss(name)
+    if name not in LOSSES:
+        raise ValueError(f"unknown loss {name!r}; choose one of: {', '.join(LOSSES)}, or give "
+                         "{class_path: package.module.YourLoss, init_args: {...}}")
+    return LOSSES[name]
 
 
 def _import_loss(spec: Mapping[str, Any]) -> type[RankingLoss]:
@@ -89,6 +107,8 @@ def _import_loss(spec: Mapping[str, Any]) -> type[RankingLoss]:
     return cls
 
 
-__all__ = ["LOSSES", "ApproxNDCG", "LambdaLoss", "LambdaRank", "ListMLE", "ListNet", "NeuralNDCG", "PairwiseHinge",
-           "PointwiseBCE", "PointwiseMSE", "RankNet", "RankingLoss", "SmoothIAP", "SmoothINDCG", "SmoothIPrecision",
-           "SoftNDCG", "build"]
+__all__ = [
+    "LOSSES", "ApproxNDCG", "DistillListNet", "DistillRankNet", "LambdaLoss", "LambdaRank", "ListMLE", "ListNet",
+    "MarginMSE", "NeuralNDCG", "PairwiseHinge", "PointwiseBCE", "PointwiseMSE", "RankNet", "RankingLoss",
+    "SmoothIAP", "SmoothINDCG", "SmoothIPrecision", "SoftNDCG", "build", "loss_class",
+]

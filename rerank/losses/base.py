@@ -3,7 +3,8 @@
 A loss head is called as ``loss(scores, labels, mask=None)`` with
 
 - ``scores`` ``[Q, N]``: one list of N candidate scores per query, of any floating dtype;
-- ``labels`` ``[Q, N]``: graded relevance (>= 0, unjudged = 0);
+- ``labels`` ``[Q, N]``: graded relevance (>= 0, unjudged = 0), or for the distillation heads
+  (:attr:`RankingLoss.graded` False) a teacher's real-valued scores;
 - ``mask`` ``[Q, N]`` bool: True for real candidates, False for padding (default: all real).
 
 Rules every subclass inherits (after TF-Ranking's ``losses_impl``):
@@ -36,10 +37,14 @@ class RankingLoss(nn.Module):
     #: :data:`EXCLUDED`, so that a softmax over the list gives them probability exactly 0, hence zero gradient,
     #: with no masking op of the loss's own (ListNet, ListMLE).
     exclude_padded: bool = False
+    #: True: labels are graded relevance, checked to be >= 0. False: real-valued targets (a teacher's scores).
+    graded: bool = True
+    #: The fewest candidates a list needs for the loss to say anything (2 to compare; 1 for pointwise losses).
+    min_list_size: int = 2
 
     def forward(self, scores: Tensor, labels: Tensor, mask: Tensor | None = None) -> Tensor:
         """The mean loss over the queries that contribute (a scalar tensor)."""
-        scores, labels, mask, weights = _prepare(scores, labels, mask, self.exclude_padded)
+        scores, labels, mask, weights = _prepare(scores, labels, mask, self.exclude_padded, self.graded)
         if torch.is_autocast_enabled(scores.device.type):
             with torch.autocast(device_type=scores.device.type, enabled=False):
                 return self.weighted_sum(scores, labels, mask, weights)
@@ -70,7 +75,7 @@ class RankingLoss(nn.Module):
 
 
 def _prepare(
-    scores: Tensor, labels: Tensor, mask: Tensor | None, exclude_padded: bool
+    scores: Tensor, labels: Tensor, mask: Tensor | None, exclude_padded: bool, graded: bool = True
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Checked float scores and labels with padded slots replaced (see :attr:`RankingLoss.exclude_padded`), the
     bool mask, and the ``[Q, 1]`` weights of the mean: ``1 / count`` for the ``count`` queries whose real
@@ -78,9 +83,10 @@ def _prepare(
 
     Padded slots may hold any score, including inf or NaN, and any finite label (e.g. allRank's -1). Every op
     counts at these sizes (a few microseconds each, more than the arithmetic): labels are zeroed by a product
-    with the mask, and the three host-side checks (are the scores finite, is a label negative, how many queries
-    contribute) share one transfer. Finite scores are replaced by an op whose backward is cheap (a product with
-    the mask, or the addition of a constant); ``torch.where`` only when some score is not finite.
+    with the mask, and the four host-side checks (are the scores finite, are the labels finite, is a label
+    negative, how many queries contribute) share one transfer. Finite scores are replaced by an op whose backward
+    is cheap (a product with the mask, or the addition of a constant); ``torch.where`` only when some score is not
+    finite.
     """
     if scores.dim() != 2:
         raise ValueError(f"scores must be [queries, candidates], got shape {tuple(scores.shape)}")
@@ -103,8 +109,11 @@ def _prepare(
     highest = labels.amax(dim=-1, keepdim=True)
     below_highest = highest - labels if keep is None else (highest * keep).sub_(labels)
     weights = below_highest.amax(dim=-1, keepdim=True).sign_()  # 1 where some real label is below the highest
-    total, lowest, count = torch.stack((scores.detach().sum(), labels.min(), weights.sum())).tolist()
-    if lowest < 0:
+    total, lowest, label_total, count = torch.stack(
+        (scores.detach().sum(), labels.min(), labels.sum(), weights.sum())).tolist()
+    if not math.isfinite(label_total):
+        raise ValueError("labels must be finite (inf or NaN among the real candidates' labels or teacher scores)")
+    if graded and lowest < 0:
         raise ValueError("labels must be >= 0 (graded relevance); map negative judgments before training")
     weights = weights.div_(max(count, 1.0))
     if keep is not None:

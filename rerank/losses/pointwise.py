@@ -31,6 +31,8 @@ def _mean_over_candidates(values: Tensor, mask: Tensor) -> Tensor:
 class PointwiseBCE(RankingLoss):
     """Binary cross-entropy of each candidate's score (a logit) against relevance ``y > 0``."""
 
+    min_list_size = 1
+
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         losses = F.binary_cross_entropy_with_logits(scores, (labels > 0).to(scores.dtype), reduction="none")
         return _mean_over_candidates(losses, mask)
@@ -38,6 +40,8 @@ class PointwiseBCE(RankingLoss):
 
 class PointwiseMSE(RankingLoss):
     """Squared error between each candidate's score and its graded label."""
+
+    min_list_size = 1
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         return _mean_over_candidates((scores - labels) ** 2, mask)

@@ -1,0 +1,243 @@
+"""Training sources: where training lists come from, what they learn from, and in which proportions.
+
+``data.train`` lists the sources (default: one, the training folds' queries of ``data.collection`` with their
+qrels, i.e. the plain fine-tuning of earlier releases)::
+
+    data:
+      train:
+        - queries: pseudo                     # titles as queries (rerank.data.pseudo_queries); no judgments
+          pseudo: {count: 1000}
+          targets: teacher                    # learn the teacher's scores over the candidates
+          teacher: {bi_encoder: sentence-transformers/all-MiniLM-L6-v2}
+          weight: 1
+        - queries: train                      # data.folds' training queries
+          targets: both                       # their qrels, and the teacher's scores (model.teacher_weight)
+          teacher: {bi_encoder: sentence-transformers/all-MiniLM-L6-v2}
+          weight: 1
+        - collection: {ir_datasets: beir/nfcorpus/train}   # another collection (transfer)
+          queries: all
+          targets: qrels
+
+Each source has a collection (default ``data.collection``), candidates from a first stage (default
+``data.first_stage`` for ``data.collection``, else BM25 with the defaults; ``backend: run`` reads a run file),
+queries (``train``: the training folds of ``data.collection``; ``all``: every judged query of the collection, or
+every query for ``targets: teacher``; ``pseudo``), targets (``qrels``: judgments, which for pseudo-queries are
+their source documents; ``teacher``; ``both``) and a mixing ``weight``: an epoch draws from each source its share
+``weight / sum(weights)`` of all the lists (:class:`~rerank.data.examples.TrainingSampler`). Candidates of
+sources other than data.collection's own queries, and teacher scores, are cached (``$RERANK_CACHE``): they do
+not depend on the fold.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..cache import cache_path
+from ..first_stage import FirstStageConfig, write_first_stage_run
+from ..teacher import TeacherConfig, teacher_scores
+from .collection import Collection, Documents, as_collection_config
+from .examples import Candidates, candidate_lists, trainable
+from .pseudo_queries import PseudoQueryConfig, pseudo_queries
+from .trec import Qrels, Run, read_run, top_k
+
+logger = logging.getLogger(__name__)
+
+QUERY_SETS = ("train", "all", "pseudo")
+TARGETS = ("qrels", "teacher", "both")
+
+
+@dataclass
+class SourceConfig:
+    """One source of training lists (see the module docstring).
+
+    Attributes:
+        name: a label for logs and errors (default: ``<queries>`` and its position).
+        collection: another collection (a ``data.collection`` mapping); None: ``data.collection``.
+        first_stage: the candidates' first stage; None: ``data.first_stage`` for ``data.collection``, else the
+            defaults of :class:`~rerank.first_stage.FirstStageConfig`.
+        queries: ``train``, ``all`` or ``pseudo``.
+        targets: ``qrels``, ``teacher`` or ``both``.
+        teacher: where teacher scores come from (``targets: teacher`` or ``both``).
+        pseudo: how pseudo-queries are drawn (``queries: pseudo``).
+        weight: the source's share of the training lists, relative to the other sources' (> 0).
+        max_queries: at most this many queries (a seeded sample), e.g. of a large collection.
+    """
+
+    name: str | None = None
+    collection: dict[str, Any] | None = None
+    first_stage: FirstStageConfig | None = None
+    queries: str = "train"
+    targets: str = "qrels"
+    teacher: TeacherConfig | None = None
+    pseudo: PseudoQueryConfig | None = None
+    weight: float = 1.0
+    max_queries: int | None = None
+    seed: int = 42
+
+    def __post_init__(self) -> None:
+        if self.queries not in QUERY_SETS:
+            raise ValueError(f"queries must be one of {', '.join(QUERY_SETS)}; got {self.queries!r}")
+        if self.targets not in TARGETS:
+            raise ValueError(f"targets must be one of {', '.join(TARGETS)}; got {self.targets!r}")
+        if not self.weight > 0:
+            raise ValueError(f"weight must be > 0; got {self.weight}")
+        if self.targets != "qrels" and self.teacher is None:
+            raise ValueError(f"targets {self.targets} needs a teacher: {{bi_encoder: MODEL}} or {{run: FILE}}")
+        if self.queries == "train" and self.collection is not None:
+            raise ValueError("queries train means the training folds of data.collection; for another collection "
+                             "use queries: all")
+        if self.max_queries is not None and self.max_queries < 1:
+            raise ValueError(f"max_queries must be positive; got {self.max_queries}")
+        if self.queries == "pseudo" and self.pseudo is None:
+            self.pseudo = PseudoQueryConfig()
+
+    @property
+    def uses_judgments(self) -> bool:
+        """Whether the source reads data.collection's judgments or real queries (and so depends on the fold)."""
+        return self.collection is None and self.queries != "pseudo"
+
+
+def as_source_config(value: SourceConfig | Mapping[str, Any], where: str) -> SourceConfig:
+    """A :class:`SourceConfig` from itself or a config mapping, with ``where`` (``data.train[0]``) in errors."""
+    if isinstance(value, SourceConfig):
+        return value
+    known = {item.name for item in dataclasses.fields(SourceConfig)}
+    unknown = sorted(set(value) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    nested = {"first_stage": FirstStageConfig, "teacher": TeacherConfig, "pseudo": PseudoQueryConfig}
+    try:
+        values = {key: nested[key](**item) if key in nested and isinstance(item, Mapping) else item
+                  for key, item in value.items()}
+        return SourceConfig(**values)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{where}: {error}") from None
+
+
+@dataclass
+class TrainingSource:
+    """A source's training lists, ready to draw from.
+
+    Attributes:
+        name: for logs and errors.
+        lists: each query's candidates with labels (all 0 when the source does not learn from qrels) and teacher
+            scores (None without a teacher).
+        documents: where the candidates' texts are looked up.
+        weight: the source's share of the lists.
+        strategy: how lists are drawn (:data:`rerank.data.examples.STRATEGIES`).
+    """
+
+    name: str
+    lists: list[Candidates]
+    documents: Documents
+    weight: float = 1.0
+    strategy: str = "random"
+
+
+@dataclass
+class SourceContext:
+    """What sources default to: the data module's collection, first stage, its run, training queries and depth."""
+
+    collection: Collection
+    first_stage: FirstStageConfig
+    first_stage_run: Run | None
+    train_query_ids: list[str] | None
+    rerank_depth: int
+    strategy: str
+
+
+def resolve(config: SourceConfig, where: str, context: SourceContext) -> TrainingSource:
+    """The training lists of one source (retrieving, drawing pseudo-queries and scoring teachers as needed, from
+    the caches when they were made before).
+
+    Raises:
+        ValueError: the source has no usable query (named by ``where``), or its teacher run misses queries.
+    """
+    collection = context.collection if config.collection is None else Collection(
+        as_collection_config(config.collection, f"{where}.collection"))
+    name = config.name or f"{where} ({config.queries})"
+    queries, qrels = _queries_and_qrels(config, collection, context, where)
+    query_ids = _sample(sorted(queries), config)
+    run = top_k(_candidates(config, collection, queries, query_ids, context), context.rerank_depth)
+    if config.queries == "pseudo":
+        run = {qid: _with_source(run.get(qid, {}), qrels[qid], context.rerank_depth) for qid in query_ids}
+    labels = qrels if config.targets != "teacher" else {}
+    lists = candidate_lists(run, queries, labels, query_ids, context.rerank_depth)
+    if config.teacher is not None and config.targets != "qrels":
+        teacher = teacher_scores(config.teacher, {c.query_id: dict.fromkeys(c.doc_ids) for c in lists},
+                                 queries, collection.documents)
+        lists = [dataclasses.replace(c, teacher=[teacher[c.query_id][doc] for doc in c.doc_ids]) for c in lists]
+    strategy = context.strategy if config.targets != "teacher" else "sample"
+    usable = [c for c in lists if trainable(c, strategy)]
+    if not usable:
+        raise ValueError(f"{where}: none of its {len(query_ids)} queries can be trained on (no candidates, no "
+                         f"relevant candidate in the top {context.rerank_depth} for qrels targets, or teacher scores "
+                         "that are all equal)")
+    if len(usable) < len(lists) or len(lists) < len(query_ids):
+        logger.info("%s: %d of %d queries are trained on (the others have no candidates, no relevant one in the "
+                    "top %d, or no contrast)", name, len(usable), len(query_ids), context.rerank_depth)
+    return TrainingSource(name=name, lists=usable, documents=collection.documents, weight=config.weight,
+                          strategy=strategy)
+
+
+def _queries_and_qrels(config: SourceConfig, collection: Collection, context: SourceContext,
+                       where: str) -> tuple[dict[str, str], Qrels]:
+    if config.queries == "pseudo":
+        drawn = pseudo_queries(collection.documents, config.pseudo)
+        return {q.query_id: q.text for q in drawn}, {q.query_id: {q.doc_id: 1} for q in drawn}
+    if config.queries == "train":
+        qrels = collection.qrels
+        return {qid: collection.queries[qid] for qid in context.train_query_ids}, qrels
+    qrels = collection.qrels if config.targets != "teacher" or collection.has_qrels else {}
+    if config.targets == "teacher":
+        return dict(collection.queries), qrels
+    judged = {qid: text for qid, text in collection.queries.items() if qid in qrels}
+    if not judged:
+        raise ValueError(f"{where}: {collection.name} has no judged query for qrels targets")
+    return judged, qrels
+
+
+def _sample(query_ids: list[str], config: SourceConfig) -> list[str]:
+    if config.max_queries is None or len(query_ids) <= config.max_queries:
+        return query_ids
+    return sorted(random.Random(config.seed).sample(query_ids, config.max_queries))
+
+
+def _candidates(config: SourceConfig, collection: Collection, queries: Mapping[str, str], query_ids: list[str],
+                context: SourceContext) -> Run:
+    """The source's first-stage run: data.collection's own run for its real queries, else retrieved (cached)."""
+    if config.collection is None and config.first_stage is None and config.queries != "pseudo":
+        return context.first_stage_run
+    first_stage = config.first_stage or (context.first_stage if config.collection is None else FirstStageConfig())
+    if first_stage.backend == "run" and config.queries == "pseudo":
+        raise ValueError("pseudo-queries need a BM25 first stage (pyserini or bm25s), not a run file")
+    depth = min(first_stage.retrieval_depth, context.rerank_depth)  # what training lists are drawn from
+    return source_run(collection, dataclasses.replace(first_stage, retrieval_depth=depth),
+                      {qid: queries[qid] for qid in query_ids})
+
+
+def source_run(collection: Collection, first_stage: FirstStageConfig, queries: Mapping[str, str]) -> Run:
+    """The first-stage run of ``queries`` on ``collection``, cached by documents, first stage and query texts."""
+    documents = collection.documents
+    settings = dataclasses.replace(first_stage, index_dir=None, threads=0)
+    path = cache_path("first_stage", documents.source(), documents.fingerprint(), dataclasses.asdict(settings),
+                      sorted(queries.items()), suffix=".trec")
+    if not path.is_file():
+        write_first_stage_run(collection.config, first_stage, path, dict(queries))
+    return read_run(path)
+
+
+def _with_source(candidates: dict[str, float], relevant: Mapping[str, int], depth: int) -> dict[str, float]:
+    """A pseudo-query's candidates with its source document among them (in place of the last when it is not)."""
+    (source,) = relevant
+    if source in candidates:
+        return candidates
+    kept = dict(list(candidates.items())[: depth - 1])
+    kept[source] = min(candidates.values(), default=0.0)
+    return kept
+

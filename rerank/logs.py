@@ -1,0 +1,43 @@
+"""The log of every command: rerank's lines in one format, known-harmless library warnings filtered here, once.
+
+Each filter names the library and why its message does not concern a rerank user; anything else is shown. Set
+``RERANK_DEBUG=1`` to see everything (and tracebacks of user errors, :mod:`rerank.cli`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+HARMLESS_WARNINGS = (
+    # LightningCLI, when a command is called from Python while sys.argv holds the caller's own arguments (tests)
+    r"LightningCLI's args parameter is intended to run from within Python",
+    # Lightning, on a CPU: 16-mixed runs as bf16-mixed (the README says so), and the single-core DataLoader hint
+    r"AMP with fp16 is not supported on CPU",
+    r"The '.*_dataloader' does not have many workers",
+    r"GPU available but not used",
+    # Lightning: the predict loop and evaluation loops run without a logger in rerank's commands
+    r"You called `self.log\(.*\)` but have no logger configured",
+    r"Checkpoint directory .* exists and is not empty",
+    # transformers: a new one-output head on an encoder that never had one (rerank logs that itself)
+    r"You passed `num_labels=1` which is incompatible",
+)
+HARMLESS_LOGGERS = {
+    "transformers.modeling_utils": logging.ERROR,  # the "newly initialized: classifier" report (logged by rerank)
+    "transformers.configuration_utils": logging.ERROR,
+    "sentence_transformers": logging.WARNING,  # "Loading SentenceTransformer model from ..." at every load
+    "ir_datasets": logging.WARNING,  # "Opening ... with direct file access" at every document lookup
+    "lightning.pytorch.utilities.rank_zero": logging.WARNING,  # "GPU available: False" banners
+}
+
+
+def configure_logging() -> None:
+    """INFO for rerank's lines, the filters above for the rest (all off with ``RERANK_DEBUG``)."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if os.environ.get("RERANK_DEBUG"):
+        return
+    for pattern in HARMLESS_WARNINGS:
+        warnings.filterwarnings("ignore", message=pattern)
+    for name, level in HARMLESS_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)

@@ -1,0 +1,186 @@
+"""The bad-input corpus: each row a small broken input or option, the command it is fed to, the message fragment
+it must get, and the check that nothing was written; plus inputs that must be accepted (byte-order marks).
+
+Commands are called as the ``rerank`` console script calls them (:func:`rerank.cli.main`): a user mistake prints
+one line, ``error: ...``, and exits with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from helpers import REPO, WORDS, tiny_bert
+
+from rerank import cli
+from rerank.data.trec import write_run
+
+BOM = "\ufeff"
+DOCS = {f"d{i}": " ".join(WORDS[i: i + 4] * 3) for i in range(6)}
+QUERIES = {"1": "wind tunnel", "2": "heat flux", "3": "similarity laws", "4": "aircraft model", "5": "query document",
+           "6": "tunnel heat"}
+QRELS = {"1": {"d0": 2, "d1": 1}, "2": {"d2": 1}, "3": {"d4": 1}, "4": {"d6": 0, "d5": 1}, "5": {"d5": 1},
+         "6": {"d1": 1}}
+
+
+@dataclass
+class Files:
+    """A small local collection and a tiny model in ``root``."""
+
+    root: Path
+    docs: Path = field(init=False)
+    queries: Path = field(init=False)
+    qrels: Path = field(init=False)
+    model: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.docs, self.queries = self.root / "docs.jsonl", self.root / "queries.tsv"
+        self.qrels = self.root / "qrels.txt"
+        self.write_docs()
+        self.queries.write_text("".join(f"{qid}\t{text}\n" for qid, text in QUERIES.items()))
+        self.qrels.write_text("".join(f"{q} 0 {d} {r}\n" for q, judged in QRELS.items() for d, r in judged.items()))
+        self.model = tiny_bert(self.root / "bert")
+
+    def write_docs(self, extra: str = "", prefix: str = "") -> None:
+        lines = "".join(json.dumps({"doc_id": doc, "text": text}) + "\n" for doc, text in DOCS.items())
+        self.docs.write_text(prefix + lines + extra)
+
+    def collection(self, **changes: str) -> str:
+        files = {"docs": str(self.docs), "queries": str(self.queries), "qrels": str(self.qrels),
+                 "cache_dir": str(self.root / "arrow")}
+        return json.dumps({**files, **changes})
+
+    def arguments(self, command: str, *options: str) -> list[str]:
+        common = ["--data.collection", self.collection(), "--data.first_stage.backend", "bm25s",
+                  "--data.first_stage.index_dir", str(self.root / "idx"), "--data.first_stage.retrieval_depth", "5",
+                  "--output_dir", str(self.root / "out")]
+        if command == "fit":
+            common += ["--model.model_name", str(self.model), "--model.tokenization.max_length", "32",
+                       "--model.tokenization.max_query_length", "8", "--data.folds.count", "3",
+                       "--data.rerank_depth", "5", "--data.list_size", "4", "--trainer.max_steps", "1",
+                       "--trainer.logger", "false", "--trainer.enable_progress_bar", "false"]
+        return [command, *common, *options]
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Files:
+    return Files(tmp_path)
+
+
+def fails(files: Files, arguments: list[str], capsys: pytest.CaptureFixture) -> str:
+    """Run a command that must fail on bad input: exit status 2, one error line, nothing written; its stderr."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(arguments)
+    error = capsys.readouterr().err
+    assert exited.value.code == 2, error
+    assert "Traceback" not in error
+    assert error.count("error:") == 1, error  # said once
+    assert not (files.root / "out").exists(), sorted(p.name for p in (files.root / "out").iterdir())
+    return " ".join(error.split())
+
+
+ROWS = [
+    # (row, command, options, expected fragment)
+    ("negative encoder learning rate", "fit", ["--model.encoder_lr=-1e-5"], "model.encoder_lr must be > 0"),
+    ("zero encoder learning rate", "fit", ["--model.encoder_lr", "0"], "model.encoder_lr must be > 0"),
+    ("negative head learning rate", "fit", ["--model.head_lr=-0.001"], "model.head_lr must be > 0"),
+    ("lists of 1 with a listwise head", "fit", ["--data.list_size", "1"],
+     "data.list_size 1: the loss head 'smoothi_ndcg' (model.loss) compares candidates"),
+    ("re-rank depth beyond the first stage's", "fit", ["--data.rerank_depth", "10"],
+     "data.rerank_depth (10) exceeds data.first_stage.retrieval_depth (5)"),
+    ("batch size 0", "fit", ["--data.batch_size", "0"], "data.batch_size must be positive"),
+    ("two folds", "fit", ["--data.folds.count", "2"], "folds.count must be at least 3"),
+    ("gradient accumulation 0", "fit", ["--trainer.accumulate_grad_batches", "0"], "accumulate_grad_batches"),
+    ("a source weight of 0", "fit", ["--data.train", '[{"weight": 0}]'], "data.train[0]: weight must be > 0"),
+    ("an unknown loss", "fit", ["--model.loss", "smoothi"], "unknown loss 'smoothi'"),
+    ("an option of the last release", "bm25", ["--data.depth", "5"], "'data.depth' is now 'data.rerank_depth'"),
+    ("an unknown option", "bm25", ["--data.first_stage.depht", "5"], "depht"),
+]
+
+
+@pytest.mark.parametrize(("command", "options", "expected"), [row[1:] for row in ROWS], ids=[row[0] for row in ROWS])
+def test_bad_options_fail_before_work_starts(files: Files, capsys: pytest.CaptureFixture, command: str,
+                                             options: list[str], expected: str) -> None:
+    assert expected in fails(files, files.arguments(command, *options), capsys)
+
+
+def test_a_doc_id_twice_is_rejected_with_both_lines(files: Files, capsys: pytest.CaptureFixture) -> None:
+    files.write_docs(extra=json.dumps({"doc_id": "d1", "text": "again"}) + "\n")
+    message = fails(files, files.arguments("bm25"), capsys)
+    assert f"{files.docs}:7: duplicate doc_id 'd1' (also on line 2)" in message
+    tsv = files.root / "docs.tsv"
+    tsv.write_text("a\twind\nb\theat\na\ttunnel\n")
+    message = fails(files, ["bm25", *files.arguments("bm25")[1:], "--data.collection",
+                            files.collection(docs=str(tsv))], capsys)
+    assert f"{tsv}:3: duplicate doc_id 'a' (also on line 1)" in message
+
+
+def test_qrels_naming_unknown_documents(files: Files, capsys: pytest.CaptureFixture,
+                                        caplog: pytest.LogCaptureFixture) -> None:
+    wrong = files.root / "wrong-qrels.txt"
+    wrong.write_text("1 0 x1 1\n2 0 x2 1\n")  # another collection's ids
+    message = fails(files, [*files.arguments("bm25"), "--data.collection", files.collection(qrels=str(wrong))],
+                    capsys)
+    assert f"{wrong}: none of its 2 judged document ids is in {files.docs} (e.g. x1, x2)" in message
+    cli.main(files.arguments("bm25"))  # QRELS judges d6, which DOCS lacks: a warning, and the run goes on
+    assert f"{files.qrels}: 1 of 6 judged document ids are not in {files.docs} (e.g. d6)" in caplog.text
+
+
+def test_an_empty_queries_file_is_named_once(files: Files, capsys: pytest.CaptureFixture) -> None:
+    files.queries.write_text("")
+    assert f"{files.queries}: no queries" in fails(files, files.arguments("bm25"), capsys)
+
+
+def test_a_partial_collection_in_a_stacked_config_says_what_to_write(files: Files, capsys: pytest.CaptureFixture,
+                                                                     tmp_path: Path) -> None:
+    (tmp_path / "mine.yaml").write_text("data:\n  collection:\n    label_map: {1: 2}\n")
+    message = fails(files, ["bm25", "--config", "cranfield.yaml", "--config", str(tmp_path / "mine.yaml"),
+                            "--output_dir", str(tmp_path / "out")], capsys)
+    assert "a later data.collection replaces an earlier one as a whole: write all of it" in message
+
+
+def test_a_teacher_run_missing_queries_is_named(files: Files, capsys: pytest.CaptureFixture) -> None:
+    write_run({"1": {"d0": 1.0}}, files.root / "teacher.run")
+    source = json.dumps([{"targets": "both", "teacher": {"run": str(files.root / "teacher.run")}}])
+    message = fails(files, files.arguments("fit", "--data.train", source), capsys)
+    assert f"teacher.run {files.root / 'teacher.run'}:" in message
+    assert "queries of the candidates are not in it" in message
+
+
+def test_byte_order_marks_are_accepted_everywhere(files: Files, tmp_path: Path) -> None:
+    plain = cli_metrics(files, "plain")
+    for path in (files.queries, files.qrels):
+        path.write_text(BOM + path.read_text())
+    files.write_docs(prefix=BOM)
+    config = tmp_path / "bom.yaml"
+    config.write_text(BOM + "data:\n  first_stage:\n    k1: 0.9\n")
+    marked = cli_metrics(files, "marked", "--config", str(config))
+    assert marked == plain and marked["nDCG@10"] > 0  # query 1 keeps its judgments
+    run = files.root / "marked" / "first_stage.trec"
+    run.write_text(BOM + run.read_text())
+    again = cli_metrics(files, "from-run", "--data.first_stage.backend", "run", "--data.first_stage.run", str(run))
+    assert again == plain
+
+
+def cli_metrics(files: Files, name: str, *options: str) -> dict[str, float]:
+    arguments = [*files.arguments("bm25", *options)]
+    arguments[arguments.index("--output_dir") + 1] = str(files.root / name)
+    cli.main(arguments)
+    return json.loads((files.root / name / "metrics.json").read_text())["first_stage"]
+
+
+def test_the_console_script_prints_one_line_and_no_traceback(files: Files) -> None:
+    done = subprocess.run([sys.executable, "-m", "rerank", *files.arguments("fit", "--model.encoder_lr=-1")],
+                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
+        "error: model.encoder_lr must be > 0; got -1.0"]
+    debug = subprocess.run([sys.executable, "-m", "rerank", *files.arguments("fit", "--model.encoder_lr=-1")],
+                           capture_output=True, text=True, cwd=REPO, timeout=300,
+                           env={**os.environ, "RERANK_DEBUG": "1"})
+    assert debug.returncode != 0 and "Traceback" in debug.stderr

@@ -1,0 +1,228 @@
+"""Training sources: teacher scores from runs and bi-encoders, pseudo-queries, mixing weights, the judgment-free
+pre-training stage, the example configs, and the errors of bad sources."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert
+
+from rerank.cli import fit
+from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.examples import Candidates, TrainingLists, TrainingSampler, proportions
+from rerank.data.pseudo_queries import PseudoQueryConfig, pseudo_queries
+from rerank.data.sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
+from rerank.data.trec import read_run, write_run
+from rerank.first_stage import FirstStageConfig
+from rerank.pretraining import PretrainConfig
+from rerank.teacher import TeacherConfig, teacher_scores
+
+pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return cranfield_workdir(tmp_path_factory.mktemp("sources"))
+
+
+def tiny_bi_encoder(folder: Path) -> Path:
+    """A sentence-transformers bi-encoder (mean pooling, normalised) around a tiny random BERT."""
+    from sentence_transformers import SentenceTransformer, models
+
+    bert = tiny_bert(folder / "bert", real_vocabulary=True)
+    transformer = models.Transformer(str(bert), max_seq_length=64)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()])
+    model.save(str(folder / "st"))
+    return folder / "st"
+
+
+def test_teacher_scores_from_a_run_are_its_scores(tmp_path: Path) -> None:
+    write_run({"1": {"a": 3.5, "b": -1.25}, "2": {"c": 0.5}}, tmp_path / "teacher.run")
+    candidates = {"1": {"a": 0.0, "b": 0.0, "x": 0.0}, "2": {"c": 0.0}}
+    scores = teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run")), candidates, {}, None)
+    # a candidate the teacher did not keep ranks below all it kept: the query's lowest teacher score
+    assert scores == {"1": {"a": 3.5, "b": -1.25, "x": -1.25}, "2": {"c": 0.5}}
+    with pytest.raises(ValueError, match=r"teacher.run .*teacher.run: 1 of 3 queries of the candidates are not in it "
+                                         r"\(e.g. 3\)"):
+        teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run")), {**candidates, "3": {"a": 0.0}}, {}, None)
+
+
+def test_bi_encoder_teacher_scores_are_cosines_and_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    model = tiny_bi_encoder(tmp_path)
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    candidates = {"1": dict.fromkeys(["184", "29", "12"]), "2": dict.fromkeys(["12", "51"])}
+    config = TeacherConfig(bi_encoder=str(model), max_length=64)
+    scores = teacher_scores(config, candidates, collection.queries, collection.documents)
+    encoder = SentenceTransformer(str(model), device="cpu")
+    encoder.max_seq_length = 64
+    for qid, docs in candidates.items():
+        query = encoder.encode(collection.queries[qid], normalize_embeddings=True, convert_to_tensor=True)
+        for doc in docs:
+            document = encoder.encode(collection.documents.text(doc), normalize_embeddings=True,
+                                      convert_to_tensor=True)
+            assert scores[qid][doc] == pytest.approx(float(query @ document), abs=1e-5)
+    assert len({round(v, 4) for docs in scores.values() for v in docs.values()}) > 1
+    monkeypatch.setattr("sentence_transformers.SentenceTransformer", None)  # a second call must not load the model
+    assert teacher_scores(config, candidates, collection.queries, collection.documents) == scores
+
+
+def test_pseudo_queries_are_deterministic_filtered_and_blind_to_judgments(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in [
+        {"doc_id": "a", "title": "boundary layer transition on a flat plate", "text": "we measured it ."},
+        {"doc_id": "b", "title": "flutter", "text": "a wing flutters in a wind tunnel at high speed . then stops ."},
+        {"doc_id": "c", "title": "heat flux to blunt bodies", "text": "heat transfer is measured ."},
+        {"doc_id": "d", "title": "heat flux to blunt bodies", "text": "the same title twice: ambiguous ."},
+        {"doc_id": "e", "title": "", "text": "the of and ."},
+    ]))
+    (tmp_path / "queries.tsv").write_text("1\twind\n")
+    (tmp_path / "qrels.txt").write_text("1 0 b 1\n")
+    files = {"docs": str(tmp_path / "docs.jsonl"), "queries": str(tmp_path / "queries.tsv"),
+             "cache_dir": str(tmp_path / "arrow")}
+    judged = Collection(CollectionConfig(**files, qrels=str(tmp_path / "qrels.txt")))
+    config = PseudoQueryConfig(count=None, min_words=2)
+    drawn = pseudo_queries(judged.documents, config)
+    by_doc = {query.doc_id: query.text for query in drawn}
+    # a: its title; b: a one-word title, so its first sentence; c and d share a text; e has no content words
+    assert by_doc == {"a": "boundary layer transition on a flat plate",
+                      "b": "a wing flutters in a wind tunnel at high speed"}
+    assert [query.query_id for query in drawn] == [f"pseudo:{query.doc_id}" for query in drawn]
+    unjudged = Collection(CollectionConfig(**files))  # no qrels at all: the same queries
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "other-cache"))
+    assert pseudo_queries(unjudged.documents, config) == drawn
+    cranfield = Collection(CollectionConfig(**CRANFIELD)).documents
+    first, again = (pseudo_queries(cranfield, PseudoQueryConfig(count=40, seed=1)) for _ in range(2))
+    other = pseudo_queries(cranfield, PseudoQueryConfig(count=40, seed=2))
+    assert first == again and len(first) == 40 and {q.doc_id for q in first} != {q.doc_id for q in other}
+
+
+def test_mixing_weights_give_the_configured_proportions() -> None:
+    def source(name: str, queries: int, weight: float) -> TrainingSource:
+        lists = [Candidates(f"{name}{i}", "q", ["d"], [1], [1.0]) for i in range(queries)]
+        return TrainingSource(name=name, lists=lists, documents=None, weight=weight, strategy="top")
+
+    dataset = TrainingLists([source("a", 30, 1.0), source("b", 7, 3.0), source("c", 3, 0.5)], list_size=1, seed=0)
+    assert proportions([1.0, 3.0, 0.5], 80) == [18, 53, 9]  # 80 * (2/9, 6/9, 1/9), rounded to sum to 80
+    for world in (1, 2):
+        drawn: Counter = Counter()
+        for rank in range(world):
+            sampler = TrainingSampler(dataset, repeats=2, batch_size=4, num_replicas=world, rank=rank, seed=5)
+            sampler.set_epoch(3)
+            keys = list(sampler)
+            assert all(epoch == 3 for epoch, _, _ in keys)
+            drawn.update(which for _, which, _ in keys)
+        assert [drawn[0], drawn[1], drawn[2]] == [18, 53, 9]
+    # a source drawn more often than it has queries visits all of them, again and again
+    sampler = TrainingSampler(dataset, repeats=2, batch_size=4, num_replicas=1, rank=0, seed=5)
+    visits = Counter(index for _, which, index in sampler if which == 1)
+    assert set(visits) == set(range(7)) and max(visits.values()) - min(visits.values()) <= 1
+
+
+def test_bad_sources_fail_before_training_naming_the_option(workdir: Path) -> None:
+    with pytest.raises(ValueError, match=r"data.train\[1\]: weight must be > 0; got 0"):
+        as_source_config({"weight": 0}, "data.train[1]")
+    with pytest.raises(ValueError, match=r"data.train\[0\]: targets teacher needs a teacher"):
+        as_source_config({"targets": "teacher"}, "data.train[0]")
+    with pytest.raises(ValueError, match=r"data.train\[0\]: unknown option\(s\) wieght"):
+        as_source_config({"wieght": 1}, "data.train[0]")
+    with pytest.raises(ValueError, match=r"pretrain.train\[0\]: a stage shared by every fold cannot use"):
+        PretrainConfig(train=[{"queries": "train"}])
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    first_stage = FirstStageConfig(backend="run", run=str(workdir / "bm25.run"))
+    context = SourceContext(collection=collection, first_stage=first_stage,
+                            first_stage_run=read_run(workdir / "bm25.run"), train_query_ids=["1", "2"],
+                            rerank_depth=20, strategy="random")
+    empty_teacher = workdir / "flat.run"
+    write_run({qid: dict.fromkeys(docs, 0.5) for qid, docs in read_run(workdir / "bm25.run").items()}, empty_teacher)
+    with pytest.raises(ValueError, match=r"data.train\[2\]: none of its 2 queries can be trained on"):
+        resolve(SourceConfig(targets="teacher", teacher=TeacherConfig(run=str(empty_teacher))), "data.train[2]",
+                context)
+
+
+def test_sources_resolve_labels_and_teacher_scores(workdir: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    run = read_run(workdir / "bm25.run")
+    first_stage = FirstStageConfig(backend="run", run=str(workdir / "bm25.run"))
+    context = SourceContext(collection=collection, first_stage=first_stage,
+                            first_stage_run=run, train_query_ids=["1", "2", "3"], rerank_depth=10,
+                            strategy="random")
+    teacher = TeacherConfig(run=str(workdir / "bm25.run"))
+    both = resolve(SourceConfig(targets="both", teacher=teacher), "both", context)
+    assert [c.query_id for c in both.lists] == ["1", "2", "3"] and both.strategy == "random"
+    qrels = collection.qrels
+    for candidates in both.lists:
+        assert candidates.teacher == [run[candidates.query_id][doc] for doc in candidates.doc_ids]
+        assert candidates.labels == [max(qrels[candidates.query_id].get(doc, 0), 0) for doc in candidates.doc_ids]
+    only_teacher = resolve(SourceConfig(targets="teacher", teacher=teacher), "teacher", context)
+    assert only_teacher.strategy == "sample" and all(not any(c.labels) for c in only_teacher.lists)
+    pseudo = resolve(SourceConfig(queries="pseudo", pseudo=PseudoQueryConfig(count=12),
+                                  first_stage=FirstStageConfig(backend="bm25s", index_dir=str(tmp_path / "idx"))),
+                     "pseudo", context)
+    assert len(pseudo.lists) == 12
+    for candidates in pseudo.lists:  # the source document is the one relevant candidate
+        source = candidates.query_id.removeprefix("pseudo:")
+        assert len(candidates.doc_ids) == 10 and candidates.labels[candidates.doc_ids.index(source)] == 1
+        assert sum(candidates.labels) == 1
+
+
+def write_config(workdir: Path, path: Path, **sections: object) -> Path:
+    config = {"model": {"model_name": str(workdir / "bert"), "loss": "listnet",
+                        "tokenization": {"max_length": 48, "max_query_length": 12}},
+              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
+                       "folds": {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}, "rerank_depth": 20,
+                       "list_size": 4, "batch_size": 2},
+              "trainer": {"max_epochs": 1, "limit_train_batches": 3, "enable_progress_bar": False, "logger": False,
+                          "num_sanity_val_steps": 0}}
+    for name, section in sections.items():
+        config[name] = {**config.get(name, {}), **section}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    stage = {"train": [{"queries": "pseudo", "pseudo": {"count": 20},
+                        "first_stage": {"backend": "bm25s", "index_dir": str(tmp_path / "idx")},
+                        "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(tmp_path))}}],
+             "max_steps": 3}
+    config = write_config(workdir, tmp_path / "config.yaml", pretrain=stage,
+                          data={"train": [{"targets": "both", "teacher": {"run": str(workdir / "bm25.run")}}]})
+    with caplog.at_level(logging.INFO):
+        first = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "first")])
+    assert "pre-training stage: 3 steps on 1 source(s)" in caplog.text
+    assert len(list((tmp_path / "cache" / "pretrained").iterdir())) == 1
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        second = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "second"),
+                           "--data.folds.test", "1"])
+    assert "pre-training stage: weights from the cache" in caplog.text
+    assert second == first  # loading the stage continues exactly as training it did
+
+
+@pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
+                                  "transfer/msmarco-pretrain"])
+def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exited:
+        fit.main(["--config", name, "--print_config"])
+    assert exited.value.code in (0, None)
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["data"]["train"] or config["pretrain"]
+
+
+def test_msmarco_without_its_data_says_where_it_goes() -> None:
+    collection = Collection(CollectionConfig(ir_datasets="msmarco-passage/train"))
+    with pytest.raises(FileNotFoundError, match=r"msmarco-passage/train.*IR_DATASETS_HOME.*msmarco-passage/"):
+        _ = collection.queries
