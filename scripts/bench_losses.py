@@ -3,7 +3,8 @@
 Times: for each (loss, list size), one fresh subprocess times rerank's loss and allRank's (where it has the
 same loss) on the same inputs, taking turns in rounds of 0.1 s, so that the drift of a shared machine touches
 both alike. Peak memory: a fresh subprocess per implementation, peak RSS growth over the process's baseline on
-CPU, ``torch.cuda.max_memory_allocated`` on CUDA. Inputs: Q lists of N candidates, each list padded (3/4 to all
+CPU, ``torch.cuda.max_memory_allocated`` on CUDA (where every measurement runs in one process unless
+``--no-in-process``). Inputs: Q lists of N candidates, each list padded (3/4 to all
 of N real candidates), labels 0-4.
 
     python scripts/bench_losses.py --output docs/bench_losses.json
@@ -45,12 +46,15 @@ ALLRANK = {
 PADDED = -1  # allRank's label for padded slots
 
 
+DEVICE = {"name": "cpu"}  # the device allRank's stand-in reports (set from --device)
+
+
 def _allrank_losses() -> types.ModuleType | None:
     """allRank's loss module with stand-ins for the two modules whose imports need extra packages."""
     loading = types.ModuleType("allrank.data.dataset_loading")
     loading.PADDED_Y_VALUE = PADDED
     utils = types.ModuleType("allrank.models.model_utils")
-    utils.get_torch_device = lambda: torch.device("cpu")
+    utils.get_torch_device = lambda: torch.device(DEVICE["name"])
     sys.modules.setdefault("allrank.data.dataset_loading", loading)
     sys.modules.setdefault("allrank.models.model_utils", utils)
     try:
@@ -138,7 +142,14 @@ def peak_memory(implementation: str, name: str, queries: int, size: int, device:
 
 
 def _run_isolated(args: argparse.Namespace, mode: str, name: str, size: int, implementations: list[str]) -> dict:
-    """One measurement in a fresh process (so that its peak memory is its own and a crash or timeout is contained)."""
+    """One measurement in a fresh process (so that its peak memory is its own and a crash or timeout is contained),
+    or in this one with ``--in-process`` (CUDA's peak-memory counter is reset per measurement)."""
+    if args.in_process:
+        try:
+            return _measure_one(args, (mode, name, str(size), ",".join(implementations)))
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            return {"error": "out of memory"}
     command = [sys.executable, __file__, "--_one", mode, name, str(size), ",".join(implementations),
                "--queries", str(args.queries), "--repeats", str(args.repeats),
                "--min-seconds", str(args.min_seconds), "--device", args.device]
@@ -151,8 +162,8 @@ def _run_isolated(args: argparse.Namespace, mode: str, name: str, size: int, imp
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _measure_one(args: argparse.Namespace) -> dict:
-    mode, name, size, implementations = args._one
+def _measure_one(args: argparse.Namespace, one: tuple[str, str, str, str]) -> dict:
+    mode, name, size, implementations = one
     size, implementations = int(size), implementations.split(",")
     if mode == "time":
         return time_interleaved(name, implementations, args.queries, size, args.repeats, args.device,
@@ -170,10 +181,16 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per measurement")
     parser.add_argument("--output", type=Path, help="write the results as JSON here")
+    parser.add_argument("--in-process", action=argparse.BooleanOptionalAction, default=None,
+                        help="measure in this process (default on CUDA, whose peak memory is reset per measurement; "
+                             "on CPU each measurement gets a fresh process for its RSS)")
     parser.add_argument("--_one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    DEVICE["name"] = args.device
+    if args.in_process is None:
+        args.in_process = args.device == "cuda"
     if args._one:
-        print(json.dumps(_measure_one(args)))
+        print(json.dumps(_measure_one(args, args._one)))
         return
 
     implementations = ["rerank"] + (["allRank"] if _allrank_losses() is not None else [])

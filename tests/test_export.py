@@ -5,6 +5,8 @@ input."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -15,7 +17,7 @@ import pytest
 import torch
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
-from test_training import data_module, rerank_module, trainer
+from test_training import REPO, TEST_ENV, data_module, rerank_module, trainer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 import rerank.export as export_module
@@ -177,14 +179,20 @@ def test_bad_models_and_runs_fail_clearly(trained: tuple[RerankModule, Path], tm
     assert not (tmp_path / "o").exists()
 
 
-def test_export_cli_reads_a_fit_checkpoint(trained: tuple[RerankModule, Path], tmp_path: Path) -> None:
-    module, _ = trained
-    checkpoint = tmp_path / "run" / "checkpoints" / "best.ckpt"
+def fit_checkpoint(module: RerankModule, folder: Path) -> Path:
+    """``module`` saved as a rerank fit checkpoint in the run directory ``folder``, with a metrics.json."""
+    checkpoint = folder / "checkpoints" / "best.ckpt"
     checkpoint.parent.mkdir(parents=True)
     pl.Trainer(logger=False, max_steps=0).strategy.connect(module)
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
                 "pytorch-lightning_version": pl.__version__}, checkpoint)
-    (tmp_path / "run" / "metrics.json").write_text(json.dumps({"reranker": {"nDCG@10": 0.4321}}))
+    (folder / "metrics.json").write_text(json.dumps({"reranker": {"nDCG@10": 0.4321}}))
+    return checkpoint
+
+
+def test_export_cli_reads_a_fit_checkpoint(trained: tuple[RerankModule, Path], tmp_path: Path) -> None:
+    module, _ = trained
+    checkpoint = fit_checkpoint(module, tmp_path / "run")
     out = export_command.main(["--ckpt", str(checkpoint), "--out", str(tmp_path / "exported")])
     np.testing.assert_allclose(Reranker.from_pretrained(str(out), max_length=128).score_pairs(*pairs()),
                                lightning_scores(module), atol=1e-5)
@@ -213,3 +221,45 @@ def test_predict_with_a_fits_export_reproduces_its_test_run(tmp_path: Path) -> N
     for qid, docs in expected.items():
         assert reranked[qid] == pytest.approx(docs, abs=1e-4)
     assert report["reranker"] == fitted["reranker"] and report["first_stage"] == fitted["first_stage"]
+
+
+def test_predict_on_two_processes_writes_the_one_process_run(trained: tuple[RerankModule, Path],
+                                                            tmp_path: Path) -> None:
+    _, folder = trained
+    runs = {}
+    for devices in (1, 2):
+        output = tmp_path / f"devices{devices}"
+        arguments = predict_arguments(folder, folder.parent / "bm25.run", output, "--data.rerank_depth", "8",
+                                      "--data.eval_batch_size", "16", "--trainer.accelerator", "cpu",
+                                      "--trainer.devices", str(devices),
+                                      "--trainer.strategy", "ddp" if devices > 1 else "auto")
+        done = subprocess.run([sys.executable, "-m", "rerank", "predict", *arguments], cwd=REPO, env=TEST_ENV,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs[devices] = (output / "runs" / "reranked.run").read_text().splitlines()
+        assert sorted(path.name for path in (output / "runs").iterdir()) == ["reranked.run"]  # no shards left
+    one, two = ([line.split() for line in lines] for lines in (runs[1], runs[2]))
+    assert len(one) == len(two) == 225 * 8
+    assert [row[:4] for row in one] == [row[:4] for row in two]  # the same pairs, in the same order
+    assert max(abs(float(a[4]) - float(b[4])) for a, b in zip(one, two)) <= 1e-5
+
+
+def test_export_killed_while_publishing_leaves_no_staging_folder(trained: tuple[RerankModule, Path],
+                                                                 tmp_path: Path) -> None:
+    module, _ = trained
+    checkpoint = fit_checkpoint(module, tmp_path / "run")
+    code = ("import faults, sys; from rerank.cli import main; "
+            "faults.kill_before_replace('exported') if sys.argv[1] == 'kill' else None; main(sys.argv[2:])")
+    arguments = ["export", "--ckpt", str(checkpoint), "--out", str(tmp_path / "exported")]
+    killed = subprocess.run([sys.executable, "-c", code, "kill", *arguments], cwd=REPO, env=TEST_ENV,
+                            capture_output=True, text=True, timeout=600)
+    assert killed.returncode == -9
+    staging = [path for path in tmp_path.iterdir() if path.name.startswith(".exported.tmp-")]
+    assert len(staging) == 1 and not (tmp_path / "exported").exists()  # the export was complete, not published
+    again = subprocess.run([sys.executable, "-c", code, "run", *arguments], cwd=REPO, env=TEST_ENV,
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"removed 1 leftover(s) of interrupted writes: {staging[0]}" in again.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["exported", "run"]
+    np.testing.assert_allclose(Reranker.from_pretrained(str(tmp_path / "exported"), max_length=128).score_pairs(
+        *pairs()), lightning_scores(module), atol=1e-5)

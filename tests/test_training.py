@@ -176,7 +176,9 @@ def fit_config(workdir: Path, path: Path) -> Path:
 
 def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, tmp_path: Path) -> None:
     config = fit_config(workdir, tmp_path / "config.yaml")
-    env = TEST_ENV
+    system_temp = tmp_path / "system-tmp"  # the processes' own temporary folder: nothing may be left there
+    system_temp.mkdir()
+    env = {**TEST_ENV, "TMPDIR": str(system_temp)}
 
     def run(output: str, *extra: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "rerank.fit", "--config", str(config), "--output_dir",
@@ -190,6 +192,8 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     assert not (tmp_path / "resumed" / "metrics.json").exists()
     resumed = run("resumed", "--ckpt_path", "last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert not any(".tmp-" in path.name for path in (tmp_path / "resumed").rglob("*"))  # no half-written files
+    assert not any(system_temp.iterdir())  # and no checkpoint staged in the system's temporary folder
     expected = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     resumed_metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
     assert set(expected) == set(resumed_metrics) == {"reranker", "first_stage", "bm25"}

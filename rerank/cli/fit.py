@@ -50,9 +50,10 @@ def main(argv: list[str] | None = None) -> Metrics:
                 handle.write(cli.parser.dump(cli.config))
         if cli.config_init.pretrain is not None:
             pretrain(cli.config_init.pretrain, model, data, cli.config.trainer.as_dict(), cli.config.seed_everything)
-        trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path)
+        # checkpoints hold tensors and plain values only: loaded without unpickling arbitrary objects
+        trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path, weights_only=True)
         best = cli.config_init.checkpoint.best_model_path
-        trainer.test(model, datamodule=data, ckpt_path=best or None)
+        trainer.test(model, datamodule=data, ckpt_path=best or None, weights_only=True)
         if trainer.is_global_zero:
             directory.write_metrics(model.test_report)
             card = {"model": dict(model.hparams), "data": cli.config.as_dict().get("data", {}),

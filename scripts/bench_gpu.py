@@ -1,0 +1,565 @@
+"""The GPU suite: everything a GPU user of rerank cares about, measured by one command in one 10-minute call.
+
+    PYTHONUNBUFFERED=1 python scripts/bench_gpu.py --output docs/bench_gpu.json      # on a GPU machine
+    python scripts/bench_gpu.py --dry-run                                           # every part, on CPU, tiny
+    python scripts/bench_gpu.py --skip losses convergence                           # some parts only
+
+Parts (each skippable with ``--skip``; each prints its rows as it goes; the JSON and a markdown table at the end):
+
+1. ``train``: training throughput and model FLOPs utilisation of a BERT-base-sized encoder (12 layers, 768 wide,
+   random weights from a config: nothing to download) and a MiniLM-sized one (6 x 384), a one-label head, ListNet
+   on lists of 16 candidates of 512 tokens, AdamW, SDPA attention; fp32, ``bf16-mixed``, ``16-mixed`` (with its
+   gradient scaler), and ``bf16-mixed`` under ``torch.compile``. MFU = achieved model FLOPs / the GPU's dense
+   bf16 peak, with the training FLOPs of a sequence of S tokens counted as ``6 N S + 12 L d S^2`` (N: the
+   non-embedding parameters, L layers of width d; the second term is attention's scores and weighted sums, 2
+   matrix products of S x S x d a layer, times 3 for forward and backward), as in Kaplan et al. (2020) and
+   Chowdhery et al. (PaLM, 2022, appendix B).
+2. ``overhead``: the same training step through ``RerankModule`` and ``lightning.Trainer`` (the real path, data
+   pre-tokenized as the loop's) against a hand-written loop: their ratio.
+3. ``inference``: ``rerank.Reranker`` in bf16 against ``sentence_transformers.CrossEncoder.predict`` on the same
+   pairs and model (BERT-base-sized), ONNX Runtime's CUDA provider when it is there, and the real / computed token
+   ratio of ``rerank predict``'s length-sorted batches.
+4. ``losses``: every loss head at N = 100 and 1000 on CUDA beside allRank's (``scripts/bench_losses.py``).
+5. ``convergence``: MiniLM (``--model``) on Cranfield (bm25s candidates) for ``--steps`` steps in ``16-mixed``
+   and in fp32: the loss falls and stays finite, and the validation metrics agree within noise.
+6. ``memory``: peak GPU memory of one training step against list size (16, 64, 256 candidates x 512 tokens),
+   with and without gradient checkpointing.
+
+``--dry-run`` runs every part on the CPU with a tiny random BERT, tiny lists and a few steps, in seconds; a test
+calls it, so the suite cannot rot between GPU loans. On a GPU, a part that fails is recorded with its error and
+the others still run.
+
+A lent GPU machine reaches nothing outside, and its image lacks some packages rerank imports and the MiniLM
+weights: ``bash scripts/gpu_prepare.sh`` (here, once) puts them in ``.gpu/`` (wheels for Python 3.12, MiniLM in
+half precision, the Cranfield files of the ir_datasets cache), under the 64 MiB a call may carry; then, there::
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/wheels/*.whl
+    PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 IR_DATASETS_HOME=.gpu/irds_home \\
+        python3 scripts/bench_gpu.py --model .gpu/minilm --output $OUT/bench_gpu.json --markdown $OUT/bench_gpu.md
+
+The wheels (``scripts/gpu_prepare.sh`` fetches them with ``pip download --only-binary=:all: --python-version
+3.12 --platform manylinux...``): jsonargparse[signatures] (docstring-parser, typeshed-client), pytrec-eval-terrier,
+ir_datasets and what it imports (beautifulsoup4, soupsieve, inscriptis, lz4, ijson, trec-car-tools, cbor,
+warc3-wet, warc3-wet-clueweb09, zlib-state, unlzw3, pyautocorpus), bm25s, PyStemmer, allRank (its losses only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForSequenceClassification, BertConfig, BertTokenizerFast
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from rerank.losses import build  # noqa: E402
+
+PARTS = ("train", "overhead", "inference", "losses", "convergence", "memory")
+PEAK_BF16_TFLOPS = {"H200": 989.4, "H100 PCIe": 756.5, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0,
+                    "A10": 125.0}
+"""Dense bf16 tensor-core peaks (NVIDIA's data sheets, without sparsity), matched against the device name."""
+
+
+@dataclass(frozen=True)
+class Size:
+    """An encoder shape: layers, width, heads, feed-forward width."""
+
+    name: str
+    layers: int
+    width: int
+    heads: int
+    intermediate: int
+
+    def config(self, vocabulary: int = 30522, dropout: float = 0.1) -> BertConfig:
+        return BertConfig(vocab_size=vocabulary, hidden_size=self.width, num_hidden_layers=self.layers,
+                          num_attention_heads=self.heads, intermediate_size=self.intermediate, num_labels=1,
+                          max_position_embeddings=512, hidden_dropout_prob=dropout,
+                          attention_probs_dropout_prob=dropout)
+
+
+SIZES = {"bert-base": Size("bert-base", 12, 768, 12, 3072), "minilm": Size("minilm", 6, 384, 12, 1536)}
+TINY = Size("tiny", 2, 32, 2, 37)
+
+
+@dataclass
+class Settings:
+    """What the parts run at (full, or ``--dry-run``)."""
+
+    device: str
+    sizes: list[Size]
+    list_size: int
+    lists_per_step: int
+    tokens: int
+    steps: int
+    warmup: int
+    memory_lists: list[int]
+    loss_sizes: list[int]
+    pairs: int
+    convergence_steps: int
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    if args.dry_run:
+        return Settings(device="cpu", sizes=[TINY], list_size=4, lists_per_step=2, tokens=32, steps=2, warmup=1,
+                        memory_lists=[4, 8], loss_sizes=[10], pairs=64, convergence_steps=3)
+    return Settings(device="cuda", sizes=[SIZES["bert-base"], SIZES["minilm"]], list_size=16, lists_per_step=4,
+                    tokens=512, steps=10, warmup=3, memory_lists=[16, 64, 256], loss_sizes=[100, 1000],
+                    pairs=4096, convergence_steps=args.steps)
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def peak_tflops(override: float | None) -> float | None:
+    """The GPU's dense bf16 peak in TFLOP/s (None on CPU or an unknown GPU without ``--peak-tflops``)."""
+    if override is not None or not torch.cuda.is_available():
+        return override
+    name = torch.cuda.get_device_name()
+    return next((peak for key, peak in PEAK_BF16_TFLOPS.items() if key in name), None)
+
+
+def training_flops(size: Size, parameters: int, tokens: int) -> float:
+    """Training FLOPs of one sequence (see the module docstring): ``6 N S + 12 L d S^2``."""
+    return 6 * parameters * tokens + 12 * size.layers * size.width * tokens**2
+
+
+def random_model(size: Size, device: str, checkpointing: bool = False) -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = AutoModelForSequenceClassification.from_config(size.config(), attn_implementation="sdpa").to(device)
+    if checkpointing:
+        model.gradient_checkpointing_enable()
+    return model.train()
+
+
+def non_embedding_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for name, p in model.named_parameters() if "embeddings" not in name)
+
+
+def lists(settings: Settings, lists_per_step: int, list_size: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """Token ids, attention mask and labels of ``lists_per_step`` lists of ``list_size`` full-length rows."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = lists_per_step * list_size
+    ids = torch.randint(1000, 20000, (rows, settings.tokens), generator=generator)
+    labels = torch.randint(0, 3, (lists_per_step, list_size), generator=generator)
+    labels[:, 0] = 2
+    return ids.to(settings.device), torch.ones_like(ids), labels.to(settings.device)
+
+
+PRECISIONS: dict[str, torch.dtype | None] = {"32-true": None, "bf16-mixed": torch.bfloat16,
+                                             "16-mixed": torch.float16}
+
+
+def step_function(model: torch.nn.Module, precision: str, device: str) -> Callable[[tuple[torch.Tensor, ...]], float]:
+    """One training step (forward, ListNet, backward, AdamW) at ``precision``; returns the loss."""
+    dtype = PRECISIONS[precision]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    scaler = torch.amp.GradScaler(device, enabled=precision == "16-mixed")
+    loss_head = build("listnet")
+
+    def step(batch: tuple[torch.Tensor, ...]) -> float:
+        ids, mask, labels = batch
+        autocast = torch.autocast(device, dtype=dtype) if dtype is not None else nullcontext()
+        with autocast:
+            scores = model(input_ids=ids, attention_mask=mask).logits.view(labels.shape)
+        loss = loss_head(scores, labels)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+def timed(function: Callable[[], Any], steps: int, warmup: int, device: str) -> float:
+    """Seconds per call, after ``warmup`` calls."""
+    for _ in range(warmup):
+        function()
+    synchronize(device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        function()
+    synchronize(device)
+    return (time.perf_counter() - started) / steps
+
+
+def part_train(run: Settings, report: Callable[[dict], None], peak: float | None, compile_: bool) -> None:
+    variants = [(precision, False) for precision in PRECISIONS] + ([("bf16-mixed", True)] if compile_ else [])
+    batch = lists(run, run.lists_per_step, run.list_size)
+    for size in run.sizes:
+        for precision, compiled in variants:
+            sequences, parameters = _training_throughput(run, size, precision, compiled, batch)
+            achieved = training_flops(size, parameters, run.tokens) * sequences / 1e12
+            report({"part": "train", "model": size.name, "precision": precision, "compile": compiled,
+                    "sequences_per_s": sequences, "tflops": achieved,
+                    "mfu": achieved / peak if peak else None})
+
+
+def _training_throughput(run: Settings, size: Size, precision: str, compiled: bool,
+                         batch: tuple[torch.Tensor, ...]) -> tuple[float, int]:
+    """Sequences per second of training steps, and the model's non-embedding parameters (its memory is freed on
+    return)."""
+    model = random_model(size, run.device)
+    parameters = non_embedding_parameters(model)
+    step = step_function(torch.compile(model) if compiled else model, precision, run.device)
+    seconds = timed(lambda: step(batch), run.steps, run.warmup + 2 * compiled, run.device)
+    return run.lists_per_step * run.list_size / seconds, parameters
+
+
+def _module_and_batches(folder: Path, run: Settings, size: Size) -> tuple[Any, list]:
+    """A RerankModule of a random model saved in ``folder`` and pre-tokenized training batches of it."""
+    from rerank import RerankModule, TokenizationConfig
+    from rerank.data.batches import TrainingBatch
+    from rerank.data.tokenization import PairInputs
+
+    tokenization = TokenizationConfig(max_length=run.tokens, max_query_length=8)
+    module = RerankModule(model_name=str(_saved(folder, size)), loss="listnet", tokenization=tokenization,
+                          warmup=0, forward_chunk_size=None)
+    batches = []
+    for seed in range(run.steps + run.warmup):
+        ids, mask, labels = lists(run, run.lists_per_step, run.list_size, seed)
+        shape = labels.shape
+        batches.append(TrainingBatch(inputs=PairInputs(ids.cpu(), mask.cpu()), labels=labels.cpu(),
+                                     mask=torch.ones(shape, dtype=torch.bool),
+                                     slots=torch.arange(shape.numel())))
+    return module, batches
+
+
+def _saved(folder: Path, size: Size) -> Path:
+    """A random model of ``size`` saved as a Hugging Face folder with a small WordPiece vocabulary."""
+    target = folder / size.name
+    if not target.exists():
+        words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *(f"w{i}" for i in range(30522 - 5))]
+        target.mkdir(parents=True)
+        (target / "vocab.txt").write_text("\n".join(words) + "\n")
+        torch.manual_seed(0)
+        AutoModelForSequenceClassification.from_config(size.config()).save_pretrained(target)
+        BertTokenizerFast(vocab=str(target / "vocab.txt")).save_pretrained(target)
+    return target
+
+
+def part_overhead(run: Settings, report: Callable[[dict], None], folder: Path) -> None:
+    import lightning.pytorch as pl
+
+    class Clock(pl.Callback):
+        def __init__(self) -> None:
+            self.ends: list[float] = []
+
+        def on_train_batch_end(self, *_: object) -> None:
+            synchronize(run.device)
+            self.ends.append(time.perf_counter())
+
+    size = run.sizes[-1]
+    precision = "bf16-mixed"
+    module, batches = _module_and_batches(folder, run, size)
+    clock = Clock()
+    trainer = pl.Trainer(accelerator="gpu" if run.device == "cuda" else "cpu", devices=1, precision=precision,
+                         max_steps=len(batches), logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[clock])
+    trainer.fit(module, train_dataloaders=torch.utils.data.DataLoader(batches, batch_size=None))
+    lightning_seconds = (clock.ends[-1] - clock.ends[run.warmup - 1]) / (len(clock.ends) - run.warmup)
+    module, batches = _module_and_batches(folder, run, size)
+    model = module.model.to(run.device).train()
+    step = step_function(model.model, precision, run.device)
+    on_device = [tuple(t.to(run.device) for t in (b.inputs.input_ids, b.inputs.attention_mask, b.labels))
+                 for b in batches]
+    for batch in on_device[: run.warmup]:
+        step(batch)
+    loop_seconds = timed(lambda: [step(batch) for batch in on_device[run.warmup:]], 1, 0, run.device)
+    loop_seconds /= len(on_device) - run.warmup
+    report({"part": "overhead", "model": size.name, "precision": precision,
+            "lightning_sequences_per_s": run.lists_per_step * run.list_size / lightning_seconds,
+            "loop_sequences_per_s": run.lists_per_step * run.list_size / loop_seconds,
+            "ratio": loop_seconds / lightning_seconds})
+
+
+def _pairs(run: Settings) -> tuple[list[str], list[str]]:
+    generator = torch.Generator().manual_seed(0)
+    words = [f"w{i}" for i in range(1000, 3000)]
+
+    def text(length: int) -> str:
+        return " ".join(words[i] for i in torch.randint(0, len(words), (length,), generator=generator).tolist())
+
+    lengths = torch.randint(run.tokens // 8, run.tokens, (run.pairs,), generator=generator).tolist()
+    return [text(6) for _ in lengths], [text(length) for length in lengths]
+
+
+def part_inference(run: Settings, report: Callable[[dict], None], folder: Path) -> None:
+    from sentence_transformers import CrossEncoder
+
+    from rerank import Reranker
+
+    size = run.sizes[0]
+    model = _saved(folder, size)
+    queries, documents = _pairs(run)
+    precision = "bf16-true" if run.device == "cuda" else "32"  # weights in bf16 on both sides
+    reranker = Reranker.from_pretrained(str(model), batch_size=64, device=run.device, precision=precision,
+                                        max_length=run.tokens, max_query_length=16)
+    st = CrossEncoder(str(model), max_length=run.tokens, device=run.device,
+                      model_kwargs={"dtype": torch.bfloat16} if run.device == "cuda" else {})
+    pairs = list(zip(queries, documents))
+    systems = {"rerank Reranker": lambda: reranker.score_pairs(queries, documents),
+               "sentence-transformers CrossEncoder.predict": lambda: st.predict(pairs, batch_size=64)}
+    rows = {name: len(pairs) / timed(function, 2, 1, run.device) for name, function in systems.items()}
+    onnx = _onnx_cuda(model, reranker, queries, documents, run)
+    if onnx is not None:
+        rows["onnxruntime CUDA"] = onnx
+    baseline = rows["sentence-transformers CrossEncoder.predict"]
+    for name, pairs_per_s in rows.items():
+        report({"part": "inference", "system": name, "model": size.name, "precision": precision,
+                "pairs_per_s": pairs_per_s, "vs_sentence_transformers": pairs_per_s / baseline})
+    report({"part": "inference", "system": "rerank predict batches", "padding_efficiency":
+            _padding_efficiency(reranker, queries, documents)})
+
+
+def _padding_efficiency(reranker: Any, queries: list[str], documents: list[str], batch: int = 64) -> float:
+    """Real / computed tokens of ``rerank predict``'s batches: pairs sorted by document length, then cut."""
+    from rerank.data.examples import Candidates, EvaluationBatches
+
+    lists = [Candidates(str(i), query, [str(i)], [0], [0.0]) for i, query in enumerate(queries)]
+    texts = dict(enumerate(documents))
+    dataset = EvaluationBatches(lists, None, batch, length=lambda doc: len(texts[int(doc)]))
+    real = computed = 0
+    for pairs in dataset.batches:
+        inputs = reranker.tokenize([query for _, query, _, _ in pairs], [texts[int(doc)] for _, _, doc, _ in pairs])
+        real += int(inputs.attention_mask.sum())
+        computed += inputs.attention_mask.numel()
+    return real / computed
+
+
+def _onnx_cuda(model: Path, reranker: Any, queries: list[str], documents: list[str], run: Settings) -> float | None:
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+        print("inference: ONNX Runtime has no CUDA provider here (onnxruntime-gpu is not installed)", flush=True)
+        return None
+    from rerank.export import export_onnx
+
+    path = model.parent / "model.onnx"
+    export_onnx(reranker.model.cpu(), path)
+    reranker.model.to(run.device)
+    session = onnxruntime.InferenceSession(str(path), providers=["CUDAExecutionProvider"])
+
+    def score() -> None:
+        for start in range(0, len(queries), 64):
+            inputs = reranker.tokenize(queries[start: start + 64], documents[start: start + 64])
+            feed = {"input_ids": inputs.input_ids.numpy(), "attention_mask": inputs.attention_mask.numpy()}
+            if inputs.token_type_ids is not None:
+                feed["token_type_ids"] = inputs.token_type_ids.numpy()
+            session.run(["scores"], feed)
+
+    return len(queries) / timed(score, 2, 1, run.device)
+
+
+def part_losses(run: Settings, report: Callable[[dict], None], folder: Path) -> None:
+    output = folder / "losses.json"
+    command = [sys.executable, str(REPO / "scripts" / "bench_losses.py"), "--device", run.device, "--sizes",
+               *map(str, run.loss_sizes), "--min-seconds", "0.5", "--repeats", "3", "--output", str(output)]
+    if run.device == "cpu":
+        command += ["--losses", "listnet", "lambdarank", "--queries", "4", "--in-process"]
+    subprocess.run(command, check=True, cwd=REPO)
+    for row in json.loads(output.read_text()):
+        report({"part": "losses", **row})
+
+
+def part_convergence(run: Settings, report: Callable[[dict], None], folder: Path, model: str | None) -> None:
+    """rerank fit on Cranfield (test fold 1, bm25s candidates), in 16-mixed and in fp32, from the same start."""
+    from rerank.cli import fit
+
+    if run.device == "cpu":
+        model = str(_tiny_cranfield_model(folder))
+    settings = ["--config", "cranfield.yaml", "--model.model_name", model or "sentence-transformers/all-MiniLM-L6-v2",
+                "--pretrain", "null", "--data.train", '[{"queries": "train", "targets": "qrels"}]',
+                "--data.first_stage.backend", "bm25s", "--data.first_stage.index_dir", str(folder / "indexes"),
+                "--trainer.max_steps", str(run.convergence_steps), "--trainer.max_epochs", "-1",
+                "--trainer.val_check_interval", str(run.convergence_steps), "--trainer.check_val_every_n_epoch", "null",
+                "--trainer.enable_progress_bar", "false", "--trainer.log_every_n_steps", "1",
+                "--last_checkpoint.every_n_train_steps", "100000"]
+    if run.device == "cpu":
+        settings += ["--model.tokenization.max_length", "32", "--model.tokenization.max_query_length", "8",
+                     "--data.rerank_depth", "5",
+                     "--data.first_stage.retrieval_depth", "5", "--model.interpolate", "false"]
+    for precision in ("16-mixed", "32-true"):
+        output = folder / f"convergence-{precision}"
+        logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(output)}}
+        metrics = fit.main([*settings, "--trainer.precision", precision, "--output_dir", str(output),
+                            "--trainer.logger", json.dumps(logger),
+                            "--trainer.accelerator", "gpu" if run.device == "cuda" else "cpu"])
+        losses = _logged_losses(output)
+        window = max(1, len(losses) // 5)
+        report({"part": "convergence", "precision": precision, "steps": run.convergence_steps,
+                "first_losses": sum(losses[:window]) / window, "last_losses": sum(losses[-window:]) / window,
+                "finite": all(abs(value) < float("inf") for value in losses),
+                **{f"test_{name}": value for name, value in metrics["reranker"].items()}})
+
+
+def _tiny_cranfield_model(folder: Path) -> Path:
+    """A tiny random BERT with MiniLM's WordPiece vocabulary (from the Hugging Face cache) for the dry run."""
+    from transformers import AutoTokenizer
+
+    target = folder / "tiny-cranfield"
+    if not target.exists():
+        tokenizer = AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")
+        torch.manual_seed(0)
+        AutoModelForSequenceClassification.from_config(TINY.config(vocabulary=tokenizer.vocab_size)).save_pretrained(
+            target)
+        tokenizer.save_pretrained(target)
+    return target
+
+
+def _logged_losses(output: Path) -> list[float]:
+    """The per-step training losses Lightning's CSV logger wrote."""
+    import csv
+
+    values = []
+    for path in sorted(output.glob("lightning_logs/version_*/metrics.csv")):
+        with path.open() as handle:
+            values += [float(row["train/loss"]) for row in csv.DictReader(handle) if row.get("train/loss")]
+    return values
+
+
+def part_memory(run: Settings, report: Callable[[dict], None]) -> None:
+    size = run.sizes[0]
+    for checkpointing in (False, True):
+        for list_size in run.memory_lists:
+            try:
+                row = _one_step_memory(run, size, list_size, checkpointing)
+            except torch.cuda.OutOfMemoryError:
+                row = {"error": "out of memory"}
+            if run.device == "cuda":
+                torch.cuda.empty_cache()
+            report({"part": "memory", "model": size.name, "candidates": list_size, "tokens": run.tokens,
+                    "gradient_checkpointing": checkpointing, **row})
+
+
+def _one_step_memory(run: Settings, size: Size, list_size: int, checkpointing: bool) -> dict[str, Any]:
+    """Peak GPU memory (GiB, everything allocated, the model's weights and Adam's state included) and seconds of
+    one bf16-mixed training step on one list of ``list_size`` full-length rows."""
+    if run.device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    model = random_model(size, run.device, checkpointing)
+    step = step_function(model, "bf16-mixed", run.device)
+    batch = lists(run, 1, list_size)
+    seconds = timed(lambda: step(batch), 1, 0, run.device)
+    return {"peak_gib": torch.cuda.max_memory_allocated() / 2**30 if run.device == "cuda" else None,
+            "step_s": seconds}
+
+
+def markdown(rows: list[dict]) -> str:
+    """One table per part."""
+    lines = []
+    for part in PARTS:
+        selected = [row for row in rows if row["part"] == part]
+        if not selected:
+            continue
+        columns = [key for key in selected[0] if key != "part"]
+        for row in selected[1:]:
+            columns += [key for key in row if key not in columns and key != "part"]
+        lines += [f"### {part}", "", "| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+        lines += ["| " + " | ".join(_cell(row.get(column)) for column in columns) + " |" for row in selected]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return "" if value is None else str(value)
+
+
+def environment() -> dict[str, Any]:
+    import lightning
+    import transformers
+
+    info = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "lightning": lightning.__version__, "machine": platform.processor() or platform.machine()}
+    if torch.cuda.is_available():
+        info |= {"gpu": torch.cuda.get_device_name(), "cuda": torch.version.cuda,
+                 "driver": _driver()}
+    return info
+
+
+def _driver() -> str | None:
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dry-run", action="store_true", help="every part on CPU, tiny sizes, in seconds")
+    parser.add_argument("--skip", nargs="*", default=[], choices=PARTS, help="parts not to run")
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out of part 1")
+    parser.add_argument("--model", help="MiniLM (a folder or hub id) for the convergence part")
+    parser.add_argument("--steps", type=int, default=300, help="training steps of the convergence part")
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, if its name is not known")
+    parser.add_argument("--output", type=Path, help="write the rows and the environment as JSON here")
+    parser.add_argument("--markdown", type=Path, help="write the tables here")
+    args = parser.parse_args(argv)
+    if not args.dry_run and not torch.cuda.is_available():
+        parser.error("no GPU here: use --dry-run to check the suite on the CPU")
+    run = settings(args)
+    peak = peak_tflops(args.peak_tflops)
+    rows: list[dict] = []
+
+    def report(row: dict) -> None:
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+
+    print(json.dumps({"environment": environment(), "peak_bf16_tflops": peak}), flush=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        parts: dict[str, Callable[[], None]] = {
+            "train": lambda: part_train(run, report, peak, not args.no_compile),
+            "overhead": lambda: part_overhead(run, report, folder),
+            "inference": lambda: part_inference(run, report, folder),
+            "losses": lambda: part_losses(run, report, folder),
+            "convergence": lambda: part_convergence(run, report, folder, args.model),
+            "memory": lambda: part_memory(run, report),
+        }
+        for name, function in parts.items():
+            if name in args.skip:
+                continue
+            started = time.perf_counter()
+            print(f"== {name}", flush=True)
+            try:
+                function()
+            except Exception as error:  # a GPU loan is rare: the other parts still run
+                if args.dry_run:
+                    raise
+                traceback.print_exc()
+                report({"part": name, "error": f"{type(error).__name__}: {error}"})
+            print(f"== {name}: {time.perf_counter() - started:.0f} s", flush=True)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps({"environment": environment(), "peak_bf16_tflops": peak, "rows": rows},
+                                          indent=1) + "\n")
+    if args.markdown:
+        args.markdown.write_text(markdown(rows))
+    print(markdown(rows))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The GPU suite cannot rot: its dry run executes every part on the CPU with a tiny model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from helpers import MINILM_VOCAB, REPO
+
+pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home (the convergence part)")
+
+
+def load_suite() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_gpu", REPO / "scripts" / "bench_gpu.py")
+    suite = importlib.util.module_from_spec(spec)
+    sys.modules["bench_gpu"] = suite  # dataclasses look their module up there
+    spec.loader.exec_module(suite)
+    return suite
+
+
+def test_every_part_of_the_gpu_suite_runs_in_a_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    suite = load_suite()
+    suite.main(["--dry-run", "--output", str(tmp_path / "gpu.json"), "--markdown", str(tmp_path / "gpu.md")])
+    report = json.loads((tmp_path / "gpu.json").read_text())
+    rows = report["rows"]
+    assert {row["part"] for row in rows} == set(suite.PARTS) and not any("error" in row for row in rows)
+    train = [row for row in rows if row["part"] == "train"]
+    assert {(row["precision"], row["compile"]) for row in train} == {
+        ("32-true", False), ("bf16-mixed", False), ("16-mixed", False), ("bf16-mixed", True)}
+    assert all(row["sequences_per_s"] > 0 and row["mfu"] is None for row in train)  # no GPU peak on a CPU
+    convergence = {row["precision"]: row for row in rows if row["part"] == "convergence"}
+    assert set(convergence) == {"16-mixed", "32-true"} and all(row["finite"] for row in convergence.values())
+    assert 0 < next(row["padding_efficiency"] for row in rows if "padding_efficiency" in row) <= 1
+    assert "### train" in (tmp_path / "gpu.md").read_text()
+
+
+def test_training_flops_follow_the_stated_formula() -> None:
+    suite = load_suite()
+    base = suite.SIZES["bert-base"]
+    model = suite.random_model(base, "cpu")
+    parameters = suite.non_embedding_parameters(model)
+    assert 85_000_000 < parameters < 86_000_000  # BERT-base: 85.1M outside the embeddings (12 x 7.1M + pooler)
+    assert suite.training_flops(base, parameters, 512) == 6 * parameters * 512 + 12 * 12 * 768 * 512**2
