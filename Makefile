@@ -21,7 +21,7 @@ IRDS_HOME := $(HOME)/.cache/rerank/irds_home
 CACHES := $(if $(wildcard $(SHARED)/hf_home),HF_HOME=$${HF_HOME:-$(abspath $(SHARED))/hf_home} HF_HUB_OFFLINE=1) \
           $(if $(wildcard $(SHARED)/irds_home),IR_DATASETS_HOME=$${IR_DATASETS_HOME:-$(IRDS_HOME)})
 
-.PHONY: setup run test bench-losses
+.PHONY: setup run test test-minimum bench-losses
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -46,3 +46,13 @@ bench-losses: setup
 test: setup
 	$(BIN)/ruff check rerank tests scripts
 	$(BIN)/python -m pytest
+
+# The test suite on the lower bounds of pyproject.toml (.ci/minimum.txt), in a venv of its own.
+MINIMUM_VENV ?= .venv-minimum
+test-minimum:
+	test -x $(MINIMUM_VENV)/bin/python || $(PYTHON) -m venv $(MINIMUM_VENV)
+	$(MINIMUM_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(MINIMUM_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(MINIMUM_VENV)/bin/python -m pip install --quiet -c .ci/minimum.txt -e ".[all]"
+	$(MINIMUM_VENV)/bin/python -m pip install --quiet --no-deps "allRank==1.4.3"
+	$(MINIMUM_VENV)/bin/python -m pytest

@@ -102,6 +102,7 @@ def atomic_directory(path: str | Path, replace: bool = True) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
+        _apply_umask(staging)
         if path.exists() and replace:
             retired = temporary_sibling(path)
             path.replace(retired)
@@ -117,3 +118,14 @@ def atomic_directory(path: str | Path, replace: bool = True) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _apply_umask(folder: Path) -> None:
+    """Give what libraries wrote into ``folder`` the permissions of the user's umask (``transformers`` writes
+    ``model.safetensors`` as 0600 whatever the umask)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    folder.chmod(0o777 & ~umask)
+    for item in folder.rglob("*"):
+        if not item.is_symlink():
+            item.chmod((0o777 if item.is_dir() else 0o666) & ~umask)

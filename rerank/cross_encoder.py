@@ -74,7 +74,9 @@ class CrossEncoderModel(nn.Module):
         config.num_labels = 1
         if dropout is not None:
             config.classifier_dropout = dropout
-        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config)
+        # float32 weights whatever the folder holds (a half-precision export, say): training keeps float32 master
+        # weights under mixed precision, and Reranker casts for inference (its precision option)
+        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config).float()
         if not trained_head:
             logger.info("%s: a new one-output head on the [CLS] vector", name_or_path)
             _identity_pooler(model)

@@ -13,9 +13,9 @@ Configured next to ``model:`` and ``data:``::
 learning rates, list size and precision; no validation), then trains on ``data.train`` as usual, from the weights
 the stage left, with a fresh optimizer. Since the stage depends on nothing fold-specific, its weights are cached
 under ``$RERANK_CACHE/pretrained`` by everything that shapes them (the model's and data's settings, the stage's,
-the seed): every fold of ``rerank cv`` and every re-run of ``rerank fit`` starts from them instead of training
-the stage again. The random generators are re-seeded after the stage, so a run that trained it and one that
-loaded it continue identically.
+the seed, the documents' fingerprint): every fold of ``rerank cv`` and every re-run of ``rerank fit`` starts from
+them instead of training the stage again. The random generators are re-seeded after the stage, so a run that
+trained it and one that loaded it continue identically.
 """
 
 from __future__ import annotations
@@ -87,9 +87,10 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
     model_settings = {key: value for key, value in module.hparams.items() if key not in MODEL_OPTIONS_IGNORED}
     data_settings = {key: data.settings[key] for key in DATA_OPTIONS}
+    documents = data.collection.documents
     path = cache_path("pretrained", dataclasses.asdict(config), model_settings, data_settings,
                       {key: options.get(key) for key in ("precision", "accumulate_grad_batches", "gradient_clip_val")},
-                      seed, suffix=".safetensors")
+                      seed, documents.source(), documents.fingerprint(), suffix=".safetensors")
     if path.is_file():
         logger.info("pre-training stage: weights from the cache (%s)", path)
         module.model.load_state_dict(load_file(path))

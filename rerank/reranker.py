@@ -27,6 +27,7 @@ import torch
 from . import speedups
 from .cross_encoder import CrossEncoderModel, max_over_passages, saved_tokenization
 from .data.collection import Documents
+from .data.tokenization import PairTokenizer
 from .data.trec import Run
 
 logger = logging.getLogger(__name__)
@@ -68,8 +69,7 @@ class Reranker:
         if changed and saved_tokenization(model.model.config) is not None:
             logger.warning("re-ranking with %s; this model was trained and evaluated with %s", changed,
                            {key: getattr(model.tokenization, key) for key in changed})
-        model.tokenization = dataclasses.replace(model.tokenization, **tokenization)
-        self.tokenize = model.pair_tokenizer()
+        self.tokenize = PairTokenizer(model.tokenizer, dataclasses.replace(model.tokenization, **tokenization))
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, **options: object) -> Reranker:

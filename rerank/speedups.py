@@ -40,8 +40,9 @@ logger = logging.getLogger(__name__)
 
 MODES = ("auto", "off")
 ATTENTION = "rerank_sdpa"
-MIN_TRANSFORMERS = (4, 56)
-"""The oldest ``transformers`` whose attention interfaces and BERT layer these speed-ups were checked against."""
+MIN_TRANSFORMERS = (5, 0)
+"""The oldest ``transformers`` whose attention interfaces and BERT layer these speed-ups were checked against (4.57's
+BERT has its own attention classes, without the ``scaling`` the [CLS]-only layer reads)."""
 _LEVELS = 2**15
 _SELF_ATTENTION = ("query", "key", "value", "num_attention_heads", "attention_head_size", "scaling", "dropout")
 

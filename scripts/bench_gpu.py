@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForSequenceClassification, BertConfig, BertTokenizerFast
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -249,7 +249,9 @@ def _saved(folder: Path, size: Size) -> Path:
         (target / "vocab.txt").write_text("\n".join(words) + "\n")
         torch.manual_seed(0)
         AutoModelForSequenceClassification.from_config(size.config()).save_pretrained(target)
-        BertTokenizerFast(vocab=str(target / "vocab.txt")).save_pretrained(target)
+        (target / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                                  "do_lower_case": True}))
+        AutoTokenizer.from_pretrained(target).save_pretrained(target)  # transformers 4 and 5 alike
     return target
 
 
@@ -412,8 +414,6 @@ def part_convergence(run: Settings, report: Callable[[dict], None], folder: Path
 
 def _tiny_cranfield_model(folder: Path) -> Path:
     """A tiny random BERT with MiniLM's WordPiece vocabulary (from the Hugging Face cache) for the dry run."""
-    from transformers import AutoTokenizer
-
     target = folder / "tiny-cranfield"
     if not target.exists():
         tokenizer = AutoTokenizer.from_pretrained("sentence-transformers/all-MiniLM-L6-v2")

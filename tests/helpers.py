@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import torch
 import yaml
 from lightning.pytorch import Callback
-from transformers import AutoModelForSequenceClassification, BertConfig, BertModel, BertTokenizerFast
+from transformers import AutoModelForSequenceClassification, AutoTokenizer, BertConfig, BertModel
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
@@ -45,15 +46,22 @@ def tiny_bert(folder: Path, with_head: bool = False, real_vocabulary: bool = Fal
     size = sum(1 for _ in vocabulary.open(encoding="utf-8"))
     config = BertConfig(vocab_size=size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=37, max_position_embeddings=512, hidden_dropout_prob=dropout,
-                        attention_probs_dropout_prob=dropout, initializer_range=0.2)
+                        attention_probs_dropout_prob=dropout, initializer_range=0.2, num_labels=1)
     torch.manual_seed(0)
     if with_head:
-        head = AutoModelForSequenceClassification.from_config(BertConfig(**config.to_dict(), num_labels=1))
-        head.save_pretrained(folder)
+        AutoModelForSequenceClassification.from_config(config).save_pretrained(folder)
     else:
         BertModel(config).save_pretrained(folder)
-    BertTokenizerFast(vocab=str(vocabulary)).save_pretrained(folder)
+    save_tokenizer(folder)
     return folder
+
+
+def save_tokenizer(folder: Path) -> None:
+    """A BERT WordPiece tokenizer over ``folder/vocab.txt``, saved in ``folder`` (the way that works in transformers
+    4 and 5 alike: their tokenizer classes take the vocabulary under different names)."""
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "BertTokenizer",
+                                                              "do_lower_case": True, "model_max_length": 512}))
+    AutoTokenizer.from_pretrained(folder).save_pretrained(folder)
 
 
 class KillAtStep(Callback):

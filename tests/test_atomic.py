@@ -24,10 +24,14 @@ def test_outputs_get_the_permissions_of_the_umask(tmp_path: Path, umask: int, fi
             handle.write("{}")
         with atomic_directory(tmp_path / "model") as staging:
             (staging / "config.json").write_text("{}")
+            (staging / "model.safetensors").write_text("")
+            (staging / "model.safetensors").chmod(0o600)  # as transformers writes it, whatever the umask
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "metrics.json").stat().st_mode) == file_mode
     assert stat.S_IMODE((tmp_path / "model").stat().st_mode) == folder_mode
+    for name in ("config.json", "model.safetensors"):
+        assert stat.S_IMODE((tmp_path / "model" / name).stat().st_mode) == file_mode
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:

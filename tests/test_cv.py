@@ -108,6 +108,12 @@ def test_compare_names_run_files_with_the_same_stem_by_their_folder(tmp_path: Pa
     assert list(compare.load_systems(files[:1])) == ["test"]
     with pytest.raises(ValueError, match="two systems would be named 'hinge/test'"):
         compare.load_systems(files[:1] * 2)
+    teacher = tmp_path / "teacher"  # a cv directory and a run file of the same name
+    teacher.mkdir()
+    for name in ("test.run", "first_stage.run", "teacher.trec"):
+        write_run({"1": {"d1": 1.0}}, teacher / name)
+    assert list(compare.load_systems([str(teacher), str(teacher / "teacher.trec")])) == [
+        "first_stage", "teacher", "teacher/teacher"]
 
 
 def test_cv_rotates_the_folds_that_fit_sees(cv_dir: tuple[Path, Path], tmp_path: Path,

@@ -169,7 +169,7 @@ def run(main: Callable[[list[str] | None], Any], argv: list[str] | None = None) 
     is set, which shows the traceback."""
     try:
         main(argv)
-    except (ValueError, FileNotFoundError, OSError, RuntimeError, MisconfigurationException) as error:
+    except (ValueError, OSError, RuntimeError, MisconfigurationException) as error:
         if os.environ.get(DEBUG):
             raise
         print(f"error: {error}", file=sys.stderr)

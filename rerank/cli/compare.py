@@ -34,7 +34,7 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
     """``name -> (run, cv directory or None)``; a cv directory gives its re-ranker, first-stage and interpolated
-    runs."""
+    runs; a run file is named by its stem, or ``folder/stem`` when another system has that name."""
     systems: dict[str, tuple[Run, Path | None]] = {}
     files = [Path(name) for name in paths if not Path(name).is_dir()]
     stems_unique = len({path.stem for path in files}) == len(files)  # else name files parent/stem: hinge/test
@@ -49,7 +49,7 @@ def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
             if folder.run("interpolated").is_file():
                 systems[f"{path.name}/interpolated"] = (read_run(folder.run("interpolated")), path)
         else:
-            label = path.stem if stems_unique else f"{path.parent.name}/{path.stem}"
+            label = path.stem if stems_unique and path.stem not in systems else f"{path.parent.name}/{path.stem}"
             if label in systems:
                 raise ValueError(f"{path}: two systems would be named {label!r}; give the run files distinct names")
             systems[label] = (read_run(path), None)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
 from ..cross_encoder import load_tokenizer, resolve_tokenization
@@ -137,10 +138,17 @@ class RerankDataModule(pl.LightningDataModule):
         self._resume: tuple[int, int] | None = None
 
     def prepare_data(self) -> None:
-        """Retrieve the first-stage candidates of every query into the run directory, and make the training
-        sources' cached parts (their candidates, pseudo-queries and teacher scores)."""
-        write_first_stage_run(self.collection_config, self.first_stage_config, self.directory.first_stage_run)
+        """Retrieve the first-stage candidates of every query into the run directory (unless nothing reads them:
+        a training-only stage on sources of their own), and make the training sources' cached parts (their
+        candidates, pseudo-queries and teacher scores)."""
+        if self._reads_first_stage_run():
+            write_first_stage_run(self.collection_config, self.first_stage_config, self.directory.first_stage_run)
         self._resolve_sources()
+
+    def _reads_first_stage_run(self) -> bool:
+        trainer = self.trainer
+        evaluates = (trainer is None or trainer.state.fn != TrainerFn.FITTING or trainer.limit_val_batches != 0)
+        return evaluates or any(source.uses_judgments for source in self.sources)
 
     @property
     def split(self) -> Split:
