@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 from conftest import SHARED
+from helpers import CRANFIELD as CRANFIELD_CONFIG
 
 from rerank.data.collection import Collection, CollectionConfig, MissingDataError
 from rerank.data.trec import read_qrels
 
 CRANFIELD = SHARED / "data" / "cranfield"
 ROBUST = SHARED / "data" / "robust04-topics"
-CRANFIELD_MAP = {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}
+CRANFIELD_MAP = CRANFIELD_CONFIG["label_map"]
 
 
 def local_cranfield(tmp_path: Path) -> Collection:

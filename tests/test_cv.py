@@ -19,6 +19,7 @@ from rerank.data.trec import read_run, write_run
 from rerank.evaluation import evaluate
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
+MEASURES = ("nDCG@10", "MAP", "MRR")  # not the default set: cv reports what the fits report
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,8 @@ def cv_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Folds 1 and 2 of a 3-fold cross-validation (2 training steps and a validation each); the config."""
     folder = cranfield_workdir(tmp_path_factory.mktemp("cv"))
     config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True,
-                        "tokenization": {"max_length": 48, "max_query_length": 16}},
+                        "tokenization": {"max_length": 48, "max_query_length": 16},
+                        "metrics": list(MEASURES), "selection_metric": "nDCG@10"},
               "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
                        "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
                        "batch_size": 2},
@@ -44,6 +46,8 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
     test = read_run(folder / "test.run")
     assert sorted(test) == sorted(folds[0] + folds[1])  # every test query of folds 1 and 2, once
     report = json.loads((folder / "cv_metrics.json").read_text())
+    assert all(list(values) == list(MEASURES) for values in report["all_queries"].values())
+    assert all(list(values) == list(MEASURES) for values in report["over_folds"].values())
     for system, name in (("reranker", "test.run"), ("first_stage", "first_stage.run"),
                          ("interpolated", "test.interpolated.run")):
         run = read_run(folder / name)

@@ -226,3 +226,26 @@ def test_msmarco_without_its_data_says_where_it_goes() -> None:
     collection = Collection(CollectionConfig(ir_datasets="msmarco-passage/train"))
     with pytest.raises(FileNotFoundError, match=r"msmarco-passage/train.*IR_DATASETS_HOME.*msmarco-passage/"):
         _ = collection.queries
+
+
+def test_the_teacher_command_writes_a_teacher_run(workdir: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from rerank.cli import teacher
+    from rerank.data.trec import top_k
+    from rerank.evaluation import evaluate
+    from rerank.teacher import bi_encoder_scores
+
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    model = tiny_bi_encoder(tmp_path)
+    metrics = teacher.main(["--data.collection", json.dumps(CRANFIELD), "--run", str(workdir / "bm25.run"),
+                            "--teacher.bi_encoder", str(model), "--teacher.max_length", "64",
+                            "--data.rerank_depth", "10", "--output_dir", str(tmp_path / "out")])
+    written = read_run(tmp_path / "out" / "teacher.trec")
+    candidates = top_k(read_run(workdir / "bm25.run"), 10)
+    assert {qid: set(docs) for qid, docs in written.items()} == {qid: set(docs) for qid, docs in candidates.items()}
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    expected = bi_encoder_scores(candidates, collection.queries, collection.documents, str(model), 64)
+    for qid, docs in expected.items():
+        assert written[qid] == pytest.approx(docs, abs=1e-6)
+    assert metrics["teacher"] == pytest.approx(evaluate(written, collection.qrels, list(metrics["teacher"])).mean)
+    assert json.loads((tmp_path / "out" / "metrics.json").read_text())["first_stage"] == metrics["first_stage"]

@@ -28,7 +28,9 @@ from ..run_directory import CrossValidationDirectory
 from .arguments import RerankCLI, run
 
 MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
-PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")  # among those rerank cv reports per fold by default
+PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
+"""The measures of the per-fold plot, among those the cv directory reports (``model.metrics``; its first four
+when it reports none of these)."""
 DESCRIPTION = __doc__.splitlines()[0]
 
 
@@ -89,7 +91,8 @@ def markdown(report: dict) -> str:
 
 def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[int, dict[str, float]]:
     """``{test fold: {measure: value}}`` of ``system`` (``first_stage``, a cv directory's name, or
-    ``<name>/interpolated``) from the cv directory's ``cv_metrics.json``."""
+    ``<name>/interpolated``) from the cv directory's ``cv_metrics.json``, for those of ``measures`` it reports
+    (its first four when none)."""
     key = "first_stage" if system == "first_stage" else "interpolated" if system.endswith("/interpolated") \
         else "reranker"
     directory = CrossValidationDirectory(folder)
@@ -97,7 +100,9 @@ def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[in
     if "per_fold" not in report:
         raise ValueError(f"{directory.metrics} has no per-fold values (an older rerank cv wrote it); rerun the "
                          "same rerank cv command to refresh it (finished folds are not retrained)")
-    return {fold: {measure: values[measure] for measure in measures}
+    reported = list(report["per_fold"][key][0])
+    chosen = [measure for measure in measures if measure in reported] or reported[:4]
+    return {fold: {measure: values[measure] for measure in chosen}
             for fold, values in zip(report["folds"], report["per_fold"][key])}
 
 
@@ -131,9 +136,11 @@ def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Pa
     per_fold = {name: fold_values(folder, name, PER_FOLD_MEASURES) for name, folder in folders.items()
                 if folder is not None and CrossValidationDirectory(folder).metrics.is_file()}
     if per_fold:
-        figure, axes = plt.subplots(1, len(PER_FOLD_MEASURES), figsize=(5 * len(PER_FOLD_MEASURES), 4))
+        measures = list(next(iter(next(iter(per_fold.values())).values())))
+        figure, axes = plt.subplots(1, len(measures), figsize=(5 * len(measures), 4), squeeze=False)
+        axes = axes[0]
         width = 1 / (len(per_fold) + 1)
-        for axis, measure in zip(axes, PER_FOLD_MEASURES):
+        for axis, measure in zip(axes, measures):
             for offset, (name, values) in enumerate(per_fold.items()):
                 axis.bar([index + offset * width for index in range(len(values))],
                          [folds[measure] for folds in values.values()], width=width, label=name,
