@@ -2,7 +2,7 @@
 # Both create ./.venv on first use, install what they need into it, and are cheap to repeat.
 #
 #   TORCH_SPEC   the PyTorch requirement (default: the CPU build this project is developed on)
-#   TORCH_INDEX  a package index for it, e.g. https://download.pytorch.org/whl/cu124 for a CUDA build
+#   TORCH_INDEX  a package index for it, e.g. https://download.pytorch.org/whl/cu130 for a CUDA build
 #   PYTHON       the interpreter that creates the environment
 #   SHARED       read-only caches seeded for offline use: hf_home (MiniLM) and irds_home (ir_datasets)
 #   OUTPUT       the run directory of `make run`

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ablation of docs/results.md: on Cranfield, 5 folds, the same candidates (BM25 top 30) and model (MiniLM),
-# qrels only (the recipe of earlier releases) / + pseudo-queries / + teacher distillation / all (the default
+# qrels only (the recipe of earlier releases) / + pseudo-queries / + teacher distillation (distill) / all (the default
 # recipe), each pure and interpolated with BM25, beside BM25 and the bi-encoder teacher; then the report.
 # Resumable: rerun to finish (finished folds and cached stages are reused).
 #   HF_HOME=../shared/hf_home HF_HUB_OFFLINE=1 IR_DATASETS_HOME=... bash scripts/cranfield_ablation.sh runs/ablation
@@ -8,10 +8,10 @@ set -euo pipefail
 OUT=${1:-runs/ablation}
 RERANK=${RERANK:-rerank}
 COMMON=(--trainer.enable_progress_bar false --last_checkpoint.every_n_train_steps 1000)
-[ -f "$OUT/teacher/teacher.trec" ] || $RERANK teacher --config cranfield.yaml --output_dir "$OUT/teacher"
-for VARIANT in qrels pseudo teacher; do
+[ -f "$OUT/bi-encoder/teacher.trec" ] || $RERANK teacher --config cranfield.yaml --output_dir "$OUT/bi-encoder"
+for VARIANT in qrels pseudo distill; do
   $RERANK cv --config cranfield.yaml --config "ablation/$VARIANT.yaml" --output_dir "$OUT/$VARIANT" "${COMMON[@]}"
 done
 $RERANK cv --config cranfield.yaml --output_dir "$OUT/all" "${COMMON[@]}"
-$RERANK compare "$OUT/qrels" "$OUT/pseudo" "$OUT/teacher" "$OUT/all" "$OUT/teacher/teacher.trec" \
+$RERANK compare "$OUT/qrels" "$OUT/pseudo" "$OUT/distill" "$OUT/all" "$OUT/bi-encoder/teacher.trec" \
     --config cranfield.yaml --output "$OUT/report"
