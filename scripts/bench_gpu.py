@@ -33,8 +33,8 @@ A lent GPU machine reaches nothing outside, and its image lacks some packages re
 weights: ``bash scripts/gpu_prepare.sh`` (here, once) puts them in ``.gpu/`` (wheels for Python 3.12, MiniLM in
 half precision, the Cranfield files of the ir_datasets cache), under the 64 MiB a call may carry; then, there::
 
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/wheels/*.whl
-    PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 IR_DATASETS_HOME=.gpu/irds_home \\
+    python3 -m pip install -q --no-index --no-deps --target .gpu/site .gpu/wheels/*.whl
+    PYTHONPATH=.gpu/site:. PYTHONUNBUFFERED=1 IR_DATASETS_HOME=.gpu/irds_home \\
         python3 scripts/bench_gpu.py --model .gpu/minilm --output $OUT/bench_gpu.json --markdown $OUT/bench_gpu.md
 
 The wheels (``scripts/gpu_prepare.sh`` fetches them with ``pip download --only-binary=:all: --python-version
