@@ -22,10 +22,14 @@ HARMLESS_WARNINGS = (
     r"Checkpoint directory .* exists and is not empty",
     # transformers: a new one-output head on an encoder that never had one (rerank logs that itself)
     r"You passed `num_labels=1` which is incompatible",
+    # Lightning: its default logger falls back to CSV without tensorboard; a torch API it calls is deprecated
+    r"Starting from v1.9.0, `tensorboardX` has been removed",
+    r"`isinstance\(treespec, LeafSpec\)` is deprecated",
 )
 HARMLESS_LOGGERS = {
     "transformers.modeling_utils": logging.ERROR,  # the "newly initialized: classifier" report (logged by rerank)
     "transformers.configuration_utils": logging.ERROR,
+    "transformers.distributed.tensor_parallel": logging.ERROR,  # "layers were not sharded": no tensor parallelism
     "sentence_transformers": logging.WARNING,  # "Loading SentenceTransformer model from ..." at every load
     "ir_datasets": logging.WARNING,  # "Opening ... with direct file access" at every document lookup
     "lightning.pytorch.utilities.rank_zero": logging.WARNING,  # "GPU available: False" banners
@@ -41,3 +45,19 @@ def configure_logging() -> None:
         warnings.filterwarnings("ignore", message=pattern)
     for name, level in HARMLESS_LOGGERS.items():
         logging.getLogger(name).setLevel(level)
+        logging.getLogger(name).addFilter(_FILTERS.setdefault(name, _AtLeast(level)))
+
+
+class _AtLeast(logging.Filter):
+    """Drops records below a level: unlike a logger's level, it stays when the library sets its own level at first
+    use (ir_datasets does)."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level
+
+
+_FILTERS: dict[str, _AtLeast] = {}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ from .atomic import atomic_write
 from .cache import cache_path
 from .data.collection import Documents
 from .data.trec import Run, read_run, write_run
+from .interpolation import interpolate, standardise
 
 logger = logging.getLogger(__name__)
 
@@ -47,11 +49,13 @@ class TeacherConfig:
         run: a TREC run whose scores are the teacher's.
         bi_encoder: a sentence-transformers model (hub id in the local cache, or a folder).
         max_length: tokens per text for the bi-encoder.
+        first_stage_weight: the first stage's share ``w`` in an ensemble teacher (0: the teacher alone).
     """
 
     run: str | None = None
     bi_encoder: str | None = None
     max_length: int = 256
+    first_stage_weight: float = 0.0
 
     def __post_init__(self) -> None:
         if (self.run is None) == (self.bi_encoder is None):
@@ -59,17 +63,38 @@ class TeacherConfig:
                              f"model), not {'both' if self.run else 'neither'}")
         if self.max_length < 1:
             raise ValueError(f"teacher.max_length must be positive; got {self.max_length}")
+        if not 0 <= self.first_stage_weight < 1:
+            raise ValueError(f"teacher.first_stage_weight must be in [0, 1) (0: the teacher alone); got "
+                             f"{self.first_stage_weight}")
 
 
 def teacher_scores(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
                    queries: Mapping[str, str], documents: Documents) -> Run:
-    """The teacher's score of every candidate of ``candidates`` (``{query id: {doc id: ...}}``).
+    """The teacher's score of every candidate of ``candidates`` (``{query id: {doc id: first-stage score}}``).
 
     Raises:
         ValueError: the teacher run lacks a query of the candidates (with the file and examples).
     """
-    if config.run is not None:
-        return _from_run(config.run, candidates)
+    scores = _from_run(config.run, candidates) if config.run is not None else _bi_encoder_run(config, candidates,
+                                                                                               queries, documents)
+    return with_first_stage(scores, candidates, config.first_stage_weight)
+
+
+def with_first_stage(teacher: Run, first_stage: Mapping[str, Mapping[str, float]], weight: float) -> Run:
+    """``(1 - weight) z(teacher) + weight z(first stage)`` for each query, standardised again and mapped to the
+    teacher's own mean and spread for that query (``teacher`` unchanged when ``weight`` is 0)."""
+    if weight == 0:
+        return teacher
+    mixed: Run = {}
+    for qid, scores in interpolate(teacher, first_stage, 1 - weight).items():
+        values = list(teacher[qid].values())
+        mean, spread = statistics.fmean(values), statistics.pstdev(values)
+        mixed[qid] = {doc: mean + spread * z for doc, z in standardise(scores).items()}
+    return mixed
+
+
+def _bi_encoder_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
+                    queries: Mapping[str, str], documents: Documents) -> Run:
     key = (config.bi_encoder, config.max_length, documents.source(), documents.fingerprint(),
            sorted((qid, queries[qid], sorted(docs)) for qid, docs in candidates.items()))
     path = cache_path("teacher", *key, suffix=".trec")

@@ -25,7 +25,8 @@ Parts (each skippable with ``--skip``; each prints its rows as it goes; the JSON
 6. ``memory``: peak GPU memory of one training step against list size (16, 64, 256 candidates x 512 tokens),
    with and without gradient checkpointing.
 
-``--dry-run`` runs every part on the CPU with a tiny random BERT, tiny lists and a few steps, in seconds; a test
+``--dry-run`` runs every part on the CPU with a tiny random BERT, tiny lists and a few steps (``torch.compile``
+with the ``aot_eager`` backend: traced and differentiated as on a GPU, no code generated), in seconds; a test
 calls it, so the suite cannot rot between GPU loans. On a GPU, a part that fails is recorded with its error and
 the others still run.
 
@@ -109,12 +110,14 @@ class Settings:
     loss_sizes: list[int]
     pairs: int
     convergence_steps: int
+    compile_backend: str = "inductor"
 
 
 def settings(args: argparse.Namespace) -> Settings:
     if args.dry_run:
         return Settings(device="cpu", sizes=[TINY], list_size=4, lists_per_step=2, tokens=32, steps=2, warmup=1,
-                        memory_lists=[4, 8], loss_sizes=[10], pairs=64, convergence_steps=3)
+                        memory_lists=[4, 8], loss_sizes=[10], pairs=64, convergence_steps=3,
+                        compile_backend="aot_eager")  # traced and differentiated as on a GPU; no code generated
     return Settings(device="cuda", sizes=[SIZES["bert-base"], SIZES["minilm"]], list_size=16, lists_per_step=4,
                     tokens=512, steps=10, warmup=3, memory_lists=[16, 64, 256], loss_sizes=[100, 1000],
                     pairs=4096, convergence_steps=args.steps)
@@ -216,7 +219,8 @@ def _training_throughput(run: Settings, size: Size, precision: str, compiled: bo
     return)."""
     model = random_model(size, run.device)
     parameters = non_embedding_parameters(model)
-    step = step_function(torch.compile(model) if compiled else model, precision, run.device)
+    step = step_function(torch.compile(model, backend=run.compile_backend) if compiled else model, precision,
+                         run.device)
     seconds = timed(lambda: step(batch), run.steps, run.warmup + 2 * compiled, run.device)
     return run.lists_per_step * run.list_size / seconds, parameters
 

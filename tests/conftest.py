@@ -26,3 +26,11 @@ if "IR_DATASETS_HOME" not in os.environ and (SHARED / "irds_home").is_dir():
 if "HF_HOME" not in os.environ and (SHARED / "hf_home").is_dir():
     os.environ["HF_HOME"] = str(SHARED / "hf_home")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+# The modules whose tests run commands in subprocesses (fits, cross-validations, kills): first in the collection,
+# so that the parallel run (pytest-xdist, pyproject.toml) starts its longest tests at once and ends together.
+LONG_MODULES = ("test_training.py", "test_faults.py", "test_export.py", "test_cv.py")
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    items.sort(key=lambda item: item.path.name not in LONG_MODULES)  # stable: the order within a module stays

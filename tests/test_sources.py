@@ -52,6 +52,25 @@ def test_teacher_scores_from_a_run_are_its_scores(tmp_path: Path) -> None:
         teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run")), {**candidates, "3": {"a": 0.0}}, {}, None)
 
 
+def test_an_ensemble_teacher_mixes_z_scores_in_the_teachers_units(tmp_path: Path) -> None:
+    import numpy as np
+
+    teacher = {"1": {"a": 0.61, "b": 0.35, "c": 0.42, "d": 0.20}, "2": {"e": 0.9, "f": 0.1}}
+    first_stage = {"1": {"a": 3.0, "b": 12.5, "c": 7.0, "d": 1.0}, "2": {"e": 2.0, "f": 4.0}}
+    write_run(teacher, tmp_path / "teacher.run")
+    scores = teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run"), first_stage_weight=0.3), first_stage,
+                            {}, None)
+    for qid, docs in teacher.items():  # by hand: 0.7 z(t) + 0.3 z(f), standardised, times std(t) plus mean(t)
+        t, f = np.array(list(docs.values())), np.array([first_stage[qid][doc] for doc in docs])
+        mixed = 0.7 * (t - t.mean()) / t.std() + 0.3 * (f - f.mean()) / f.std()
+        expected = t.mean() + t.std() * (mixed - mixed.mean()) / mixed.std()
+        assert [scores[qid][doc] for doc in docs] == pytest.approx(expected.tolist(), abs=1e-9)
+    assert sorted(scores["1"], key=scores["1"].get) == ["d", "c", "b", "a"]  # b passes c: BM25 puts it first
+    assert teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run")), first_stage, {}, None) == teacher
+    with pytest.raises(ValueError, match=r"teacher.first_stage_weight must be in \[0, 1\)"):
+        TeacherConfig(run="x", first_stage_weight=1.0)
+
+
 def test_bi_encoder_teacher_scores_are_cosines_and_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sentence_transformers import SentenceTransformer
 

@@ -24,6 +24,7 @@ from ..atomic import atomic_write
 from ..data.collection import Collection, as_collection_config
 from ..data.trec import Qrels, Run, read_qrels, read_run
 from ..evaluation import evaluate
+from ..logs import configure_logging
 from ..run_directory import CrossValidationDirectory
 from .arguments import RerankCLI, run
 
@@ -174,6 +175,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    configure_logging()
     cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank compare", description=DESCRIPTION,
                     arguments=_arguments, instantiate=False)
     config = cli.config

@@ -31,7 +31,8 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 def _arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--teacher", type=TeacherConfig | None, default=None,
-                        help=f"the teacher: {{bi_encoder: MODEL}} or {{run: FILE}} (default: {DEFAULT_BI_ENCODER})")
+                        help=f"the teacher: {{bi_encoder: MODEL}} or {{run: FILE}}, and first_stage_weight: W for an "
+                             f"ensemble with the first stage (default: {DEFAULT_BI_ENCODER} alone)")
     parser.add_argument("--run", type=str | None, default=None,
                         help="the candidates' run (sets data.first_stage.backend run and data.first_stage.run)")
 

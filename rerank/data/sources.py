@@ -169,8 +169,8 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
     labels = qrels if config.targets != "teacher" else {}
     lists = candidate_lists(run, queries, labels, query_ids, context.rerank_depth)
     if config.teacher is not None and config.targets != "qrels":
-        teacher = teacher_scores(config.teacher, {c.query_id: dict.fromkeys(c.doc_ids) for c in lists},
-                                 queries, collection.documents)
+        scored = {c.query_id: {doc: run[c.query_id][doc] for doc in c.doc_ids} for c in lists}
+        teacher = teacher_scores(config.teacher, scored, queries, collection.documents)
         lists = [dataclasses.replace(c, teacher=[teacher[c.query_id][doc] for doc in c.doc_ids]) for c in lists]
     strategy = context.strategy if config.targets != "teacher" else "sample"
     usable = [c for c in lists if trainable(c, strategy)]

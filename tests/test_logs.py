@@ -1,0 +1,24 @@
+"""The log: known-harmless library messages are filtered in one place (rerank/logs.py), anything else shows."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+from rerank.logs import configure_logging
+
+
+def test_library_noise_is_filtered_even_where_a_library_resets_its_level() -> None:
+    configure_logging()
+    library = logging.getLogger("ir_datasets")
+    library.setLevel(logging.INFO)  # what ir_datasets does at its first use, after rerank configured the log
+
+    def record(level: int) -> logging.LogRecord:
+        return library.makeRecord("ir_datasets", level, __file__, 1, "Opening a doc store", None, None)
+
+    assert not library.filter(record(logging.INFO)) and library.filter(record(logging.WARNING))
+    with warnings.catch_warnings(record=True) as caught:
+        configure_logging()
+        warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", DeprecationWarning, stacklevel=1)
+        warnings.warn("a warning nobody has vetted", UserWarning, stacklevel=1)
+    assert [str(warning.message) for warning in caught] == ["a warning nobody has vetted"]
