@@ -232,10 +232,12 @@ def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, t
 
 
 @pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
-                                  "transfer/msmarco-pretrain"])
+                                  "transfer/msmarco-pretrain", *(f"ablation/{path.stem}" for path in sorted(
+                                      (Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")))])
 def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None:
+    stacked = ["--config", "cranfield"] if name.startswith("ablation/") else []  # ablations stack on the default
     with pytest.raises(SystemExit) as exited:
-        fit.main(["--config", name, "--print_config"])
+        fit.main([*stacked, "--config", name, "--print_config"])
     assert exited.value.code in (0, None)
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["data"]["train"] or config["pretrain"]
