@@ -44,8 +44,9 @@ def configure_logging() -> None:
     for pattern in HARMLESS_WARNINGS:
         warnings.filterwarnings("ignore", message=pattern)
     for name, level in HARMLESS_LOGGERS.items():
-        logging.getLogger(name).setLevel(level)
-        logging.getLogger(name).addFilter(_FILTERS.setdefault(name, _AtLeast(level)))
+        library = logging.getLogger(name)
+        library.setLevel(level)  # records below it are not even made...
+        library.addFilter(_FILTERS.setdefault(name, _AtLeast(level)))  # ...until the library resets the level
 
 
 class _AtLeast(logging.Filter):

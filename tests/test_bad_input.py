@@ -182,7 +182,6 @@ def test_the_console_script_prints_one_line_and_no_traceback(files: Files) -> No
         "error: model.encoder_lr must be > 0; got -1.0"]
 
 
-
 def test_the_debug_switch_raises_the_error_with_its_traceback(files: Files, monkeypatch: pytest.MonkeyPatch) -> None:
     from rerank.cli.arguments import run
 
