@@ -16,7 +16,7 @@ OUTPUT ?= runs/cranfield
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Seeded caches, when $(SHARED) has them: Hugging Face's is read in place (offline), ir_datasets' is copied once to
-# a writable place (ir_datasets writes into its home). Without them, the normal downloads happen.
+# a writable place, made writable (ir_datasets writes doc stores into its home). Without them, the normal downloads.
 IRDS_HOME := $(HOME)/.cache/rerank/irds_home
 CACHES := $(if $(wildcard $(SHARED)/hf_home),HF_HOME=$${HF_HOME:-$(abspath $(SHARED))/hf_home} HF_HUB_OFFLINE=1) \
           $(if $(wildcard $(SHARED)/irds_home),IR_DATASETS_HOME=$${IR_DATASETS_HOME:-$(IRDS_HOME)})
@@ -36,7 +36,7 @@ setup: $(STAMP)
 
 # The main job: train MiniLM on Cranfield (configs/cranfield.yaml), test it, export it to $(OUTPUT)/model.
 run: setup
-	test -d $(IRDS_HOME) || ! test -d $(SHARED)/irds_home || (mkdir -p $(dir $(IRDS_HOME)) && cp -r $(SHARED)/irds_home $(IRDS_HOME))
+	test -d $(IRDS_HOME) || ! test -d $(SHARED)/irds_home || (mkdir -p $(dir $(IRDS_HOME)) && cp -r $(SHARED)/irds_home $(IRDS_HOME) && chmod -R u+w $(IRDS_HOME))
 	$(CACHES) $(BIN)/rerank fit --config cranfield.yaml --output_dir $(OUTPUT)
 
 bench-losses: setup

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import warnings
 
 HARMLESS_WARNINGS = (
@@ -34,6 +35,10 @@ HARMLESS_LOGGERS = {
     "ir_datasets": logging.WARNING,  # "Opening ... with direct file access" at every document lookup
     "lightning.pytorch.utilities.rank_zero": logging.WARNING,  # "GPU available: False" banners
 }
+HARMLESS_RECORDS = {
+    # huggingface_hub, offline as the user asked (HF_HUB_OFFLINE=1): the model is read from the cache, as it should be
+    "huggingface_hub.hf_api": r"Could not reach the Hub \(.*offline mode is enabled",
+}
 
 
 def configure_logging() -> None:
@@ -46,19 +51,23 @@ def configure_logging() -> None:
     for name, level in HARMLESS_LOGGERS.items():
         library = logging.getLogger(name)
         library.setLevel(level)  # records below it are not even made...
-        library.addFilter(_FILTERS.setdefault(name, _AtLeast(level)))  # ...until the library resets the level
+        library.addFilter(_FILTERS.setdefault(name, _Harmless(level=level)))  # ...until the library resets the level
+    for name, pattern in HARMLESS_RECORDS.items():
+        logging.getLogger(name).addFilter(_FILTERS.setdefault(name, _Harmless(pattern=pattern)))
 
 
-class _AtLeast(logging.Filter):
-    """Drops records below a level: unlike a logger's level, it stays when the library sets its own level at first
-    use (ir_datasets does)."""
+class _Harmless(logging.Filter):
+    """Drops records below a level or whose message matches a pattern. Unlike a logger's level, a filter stays when
+    the library sets its own level at first use (ir_datasets does), and it holds before the library's own handler
+    (huggingface_hub has one) as before the root's."""
 
-    def __init__(self, level: int) -> None:
+    def __init__(self, level: int = logging.NOTSET, pattern: str | None = None) -> None:
         super().__init__()
         self.level = level
+        self.pattern = re.compile(pattern) if pattern else None
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= self.level
+        return record.levelno >= self.level and not (self.pattern and self.pattern.search(record.getMessage()))
 
 
-_FILTERS: dict[str, _AtLeast] = {}
+_FILTERS: dict[str, _Harmless] = {}

@@ -34,6 +34,7 @@ from .cache import cache_path
 from .data.datamodule import RerankDataModule
 from .data.sources import as_source_config
 from .lightning_module import RerankModule
+from .progress import progress_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         stage = RerankDataModule(**{**data.settings, "train": config.train,
                                     "output_dir": str(data.directory.root / "pretrain")})
         stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
-                                   enable_checkpointing=False, logger=False,
+                                   enable_checkpointing=False, logger=False, callbacks=progress_callbacks(),
                                    default_root_dir=str(data.directory.root / "pretrain"))
         stage_trainer.fit(module, datamodule=stage)
         if stage_trainer.is_global_zero:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import warnings
+
+import pytest
+from helpers import MINILM_VOCAB
 
 from rerank.logs import configure_logging
 
@@ -22,3 +26,22 @@ def test_library_noise_is_filtered_even_where_a_library_resets_its_level() -> No
         warnings.warn("`isinstance(treespec, LeafSpec)` is deprecated, use ...", DeprecationWarning, stacklevel=1)
         warnings.warn("a warning nobody has vetted", UserWarning, stacklevel=1)
     assert [str(warning.message) for warning in caught] == ["a warning nobody has vetted"]
+
+
+@pytest.mark.skipif(MINILM_VOCAB is None or os.environ.get("HF_HUB_OFFLINE") != "1",
+                    reason="needs ../shared/hf_home, offline (tests/conftest.py sets both)")
+def test_a_cached_model_loads_offline_without_the_hubs_warning() -> None:
+    from sentence_transformers import SentenceTransformer
+
+    configure_logging()
+    hub = logging.getLogger("huggingface_hub.hf_api")
+    shown: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: shown.append(record.getMessage())  # type: ignore[method-assign]
+    hub.addHandler(handler)
+    try:
+        SentenceTransformer("sentence-transformers/all-MiniLM-L6-v2", device="cpu")  # offline, from the cache
+        hub.warning("Ignored error while caching commit hash for 'a/model': read-only")  # any other: shown
+    finally:
+        hub.removeHandler(handler)
+    assert shown == ["Ignored error while caching commit hash for 'a/model': read-only"]

@@ -28,6 +28,7 @@ from ..data.datamodule import RerankDataModule
 from ..lightning_module import RerankModule, check_list_size
 from ..losses import loss_class
 from ..pretraining import PretrainConfig
+from ..progress import progress_callbacks
 from ..run_directory import RunDirectory
 
 T = TypeVar("T")
@@ -96,7 +97,7 @@ class RerankCLI(LightningCLI):
         self._command_arguments, self._instantiate = arguments, instantiate
         super().__init__(RerankModule, RerankDataModule, args=resolve_configs(args), run=False,
                          save_config_callback=None, seed_everything_default=42, parser_class=RerankParser,
-                         load_from_checkpoint_support=False,
+                         load_from_checkpoint_support=False, trainer_defaults={"callbacks": progress_callbacks()},
                          parser_kwargs={"prog": prog, "description": description})
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

@@ -1,0 +1,52 @@
+"""Progress as log lines when the output is a file (rerank/progress.py)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+from lightning.pytorch.demos.boring_classes import BoringModel
+
+from rerank.progress import LogProgress, progress_callbacks
+
+
+class Losses(pl.Callback):
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.losses.append(float(outputs["loss"]))
+
+
+def fit(tmp_path: Path, *callbacks: pl.Callback) -> None:
+    trainer = pl.Trainer(max_steps=4, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, default_root_dir=str(tmp_path), callbacks=list(callbacks))
+    trainer.fit(BoringModel())
+
+
+def test_each_line_gives_the_step_its_loss_and_the_time_left(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    losses = Losses()
+    with caplog.at_level(logging.INFO, logger="rerank.progress"):
+        fit(tmp_path, losses, LogProgress(interval=0))
+    lines = [record.getMessage() for record in caplog.records if record.name == "rerank.progress"]
+    pattern = r"step (\d)/4 \((\d+) %\), loss (\S+), \S+ s/step, about (\d+) min left"
+    parsed = [re.fullmatch(pattern, line) for line in lines]
+    assert all(parsed), lines
+    assert [(int(m[1]), int(m[2])) for m in parsed] == [(1, 25), (2, 50), (3, 75), (4, 100)]
+    assert [float(m[3]) for m in parsed] == pytest.approx(losses.losses, abs=1e-4)
+    assert parsed[-1][4] == "0"
+
+
+def test_lines_come_at_most_once_an_interval_and_only_without_a_terminal(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    with caplog.at_level(logging.INFO, logger="rerank.progress"):
+        fit(tmp_path, LogProgress(interval=3600))
+    assert not [record for record in caplog.records if record.name == "rerank.progress"]
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    assert progress_callbacks() == []
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    assert [type(callback) for callback in progress_callbacks()] == [LogProgress]
