@@ -80,8 +80,8 @@ class CrossEncoderModel(nn.Module):
         if not trained_head:
             logger.info("%s: a new one-output head on the [CLS] vector", name_or_path)
             _identity_pooler(model)
-        if gradient_checkpointing:  # renamed activation_checkpointing_enable in recent transformers
-            getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
+        if gradient_checkpointing:
+            enable_activation_checkpointing(model)
         return cls(model, load_tokenizer(name_or_path), tokenization)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None,
@@ -179,6 +179,12 @@ def length_chunks(attention_mask: Tensor, chunk_size: int) -> list[tuple[Tensor,
     lengths = attention_mask.sum(dim=1)
     order = lengths.argsort(stable=True)
     return [(rows, int(lengths[rows].max())) for rows in order.split(chunk_size)]
+
+
+def enable_activation_checkpointing(model: PreTrainedModel) -> None:
+    """Recompute each layer's activations in the backward pass (``activation_checkpointing_enable`` since
+    transformers 5, ``gradient_checkpointing_enable`` before it, now a deprecated alias that warns)."""
+    getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
 
 
 def _identity_pooler(model: PreTrainedModel) -> None:

@@ -66,6 +66,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Bert
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from rerank.cross_encoder import enable_activation_checkpointing  # noqa: E402
 from rerank.losses import build  # noqa: E402
 
 PARTS = ("train", "overhead", "inference", "losses", "convergence", "memory")
@@ -145,7 +146,7 @@ def random_model(size: Size, device: str, checkpointing: bool = False) -> torch.
     torch.manual_seed(0)
     model = AutoModelForSequenceClassification.from_config(size.config(), attn_implementation="sdpa").to(device)
     if checkpointing:
-        model.gradient_checkpointing_enable()
+        enable_activation_checkpointing(model)
     return model.train()
 
 
