@@ -51,9 +51,9 @@ def configure_logging() -> None:
     for name, level in HARMLESS_LOGGERS.items():
         library = logging.getLogger(name)
         library.setLevel(level)  # records below it are not even made...
-        library.addFilter(_FILTERS.setdefault(name, _Harmless(level=level)))  # ...until the library resets the level
+        library.addFilter(_FILTERS.setdefault((name, level), _Harmless(level=level)))  # ...until it resets it
     for name, pattern in HARMLESS_RECORDS.items():
-        logging.getLogger(name).addFilter(_FILTERS.setdefault(name, _Harmless(pattern=pattern)))
+        logging.getLogger(name).addFilter(_FILTERS.setdefault((name, pattern), _Harmless(pattern=pattern)))
 
 
 class _Harmless(logging.Filter):
@@ -70,4 +70,5 @@ class _Harmless(logging.Filter):
         return record.levelno >= self.level and not (self.pattern and self.pattern.search(record.getMessage()))
 
 
-_FILTERS: dict[str, _Harmless] = {}
+_FILTERS: dict[tuple[str, int | str], _Harmless] = {}
+"""One filter per logger and rule, however often the log is configured (each command configures it)."""
