@@ -21,7 +21,9 @@ logger = logging.getLogger(__name__)
 
 
 class LogProgress(pl.Callback):
-    """Logs the training step, its loss, the time per step and the time left every ``interval`` seconds.
+    """Logs the training step, its loss, the time per step and the time left every ``interval`` seconds; the time
+    per step is that of the steps since the last line (a run slowed by other work, or sped up after its first
+    steps, shows its current pace).
 
     Args:
         interval: seconds between two lines (the first comes after the first ``interval``).
@@ -29,21 +31,21 @@ class LogProgress(pl.Callback):
 
     def __init__(self, interval: float = 60.0) -> None:
         self.interval = interval
-        self._start = self._last = 0.0
-        self._first_step = 0
+        self._last = 0.0
+        self._last_step = 0
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._start = self._last = time.monotonic()
-        self._first_step = trainer.global_step  # a resumed fit starts later
+        self._last = time.monotonic()
+        self._last_step = trainer.global_step  # a resumed fit starts later
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
                            batch_idx: int) -> None:
         now = time.monotonic()
         if now - self._last < self.interval or not trainer.is_global_zero:
             return
-        self._last = now
         step, total = trainer.global_step, trainer.estimated_stepping_batches
-        per_step = (now - self._start) / max(step - self._first_step, 1)
+        per_step = (now - self._last) / max(step - self._last_step, 1)
+        self._last, self._last_step = now, step
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         shown = f", loss {float(loss):.4f}" if loss is not None else ""
         if total and total != float("inf"):
