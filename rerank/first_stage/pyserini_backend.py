@@ -85,9 +85,12 @@ def start_jvm() -> None:
     os.environ.setdefault("OPENAI_API_KEY", "unused-by-rerank")
     if jnius_config.vm_running:
         return
-    os.environ["JAVA_HOME"] = find_java_home()
+    os.environ["JAVA_HOME"] = home = find_java_home()
     jnius_config.set_classpath(_anserini_jar())
-    jnius_config.add_options(*os.environ.get("RERANK_JAVA_OPTIONS", DEFAULT_JAVA_OPTIONS).split())
+    options = os.environ.get("RERANK_JAVA_OPTIONS", DEFAULT_JAVA_OPTIONS).split()
+    if (_java_version(home) or 0) >= 23:  # Lucene's memory access through sun.misc.Unsafe, allowed without the
+        options.append("--sun-misc-unsafe-memory-access=allow")  # four-line warning of every start (JEP 471)
+    jnius_config.add_options(*options)
     import jnius  # noqa: F401 - importing starts the JVM
 
 
