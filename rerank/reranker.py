@@ -90,15 +90,20 @@ class Reranker:
     def _score_chunk(self, queries: list[str], documents: list[str]) -> list[float]:
         rows, pair_of_row = self.tokenize.encode(queries, documents)
         order = sorted(range(len(pair_of_row)), key=lambda row: len(rows["input_ids"][row]))
-        row_scores = torch.empty(len(pair_of_row))
         autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None else nullcontext())
+        batch_scores = []
         for start in range(0, len(order), self.batch_size):
             batch = order[start: start + self.batch_size]
             inputs = self.tokenize.pad({key: [values[row] for row in batch] for key, values in rows.items()})
+            if self.device.type == "cuda":
+                inputs = inputs.pin_memory()  # the copies below then leave the host free (rerank.data.pinning)
             with autocast:
-                scores = self.model(inputs.input_ids.to(self.device), inputs.attention_mask.to(self.device),
-                                    None if inputs.token_type_ids is None else inputs.token_type_ids.to(self.device))
-            row_scores[batch] = scores.float().cpu()
+                scores = self.model(*(None if tensor is None else tensor.to(self.device, non_blocking=True)
+                                      for tensor in (inputs.input_ids, inputs.attention_mask, inputs.token_type_ids)))
+            batch_scores.append(scores.float())
+        row_scores = torch.empty(len(pair_of_row))
+        if batch_scores:  # one device-to-host copy a chunk: the CPU pads the next batch while the device computes
+            row_scores[torch.tensor(order)] = torch.cat(batch_scores).cpu()
         return max_over_passages(row_scores, torch.tensor(pair_of_row), len(documents)).tolist()
 
     def score(self, query: str, documents: Sequence[str]) -> list[float]:

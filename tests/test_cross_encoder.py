@@ -11,7 +11,8 @@ from helpers import tiny_bert
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
 from rerank.cross_encoder import CrossEncoderModel
-from rerank.data.tokenization import TokenizationConfig
+from rerank.data.batches import EvaluationBatch, TrainingBatch
+from rerank.data.tokenization import PairInputs, PairTokenizer, TokenizationConfig
 
 
 def score_pairs(model: CrossEncoderModel, queries: list[str], documents: list[str]) -> torch.Tensor:
@@ -86,3 +87,44 @@ def test_length_sorted_chunks_give_the_same_scores_and_gradients(tmp_path: Path)
     torch.testing.assert_close(chunked, whole, atol=1e-6, rtol=1e-5)
     for grad, reference in zip((p.grad for p in model.parameters()), expected):
         torch.testing.assert_close(grad, reference, atol=1e-6, rtol=1e-4)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_padding_equals_the_tokenizers_own(tmp_path: Path, side: str) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert(tmp_path / "bert"))
+    tokenizer.padding_side = side
+    tokenizer.pad_token = "[MASK]"  # a pad id other than 0, so that a zero fill would show
+    pairs = PairTokenizer(tokenizer, TokenizationConfig(max_length=24, max_query_length=4))
+    words = "alpha beta gamma delta epsilon zeta eta theta".split()
+    documents = [" ".join(words[: 1 + length % len(words)] * (1 + length // 3)) for length in range(9)]
+    rows, pair_of_row = pairs.encode(["alpha beta"] * len(documents), documents)
+    assert len({len(ids) for ids in rows["input_ids"]}) > 3  # rows of several lengths
+    padded = pairs.pad(rows, pair_of_row)
+    reference = tokenizer.pad(rows, return_tensors="pt")
+    for key in ("input_ids", "attention_mask", "token_type_ids"):
+        assert torch.equal(getattr(padded, key), reference[key]), key
+    assert padded.passage_to_pair.tolist() == pair_of_row
+
+
+def test_pinned_batches_pin_every_tensor_and_share_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:
+    pinned: list[torch.Tensor] = []
+
+    def pin(tensor: torch.Tensor) -> torch.Tensor:  # page-locked memory needs a GPU: a copy stands in for it
+        pinned.append(tensor.clone())
+        return pinned[-1]
+
+    monkeypatch.setattr(torch.Tensor, "pin_memory", pin)
+    ones = torch.ones(2, 3, dtype=torch.long)
+    inputs = PairInputs(torch.arange(6).view(2, 3), ones, torch.zeros_like(ones))
+    batch = TrainingBatch(inputs=inputs, labels=torch.tensor([[1, 0]]), mask=torch.ones(1, 2, dtype=torch.bool),
+                          slots=torch.arange(2))
+    copy = batch.pin_memory()
+    tensors = [copy.inputs.input_ids, copy.inputs.attention_mask, copy.inputs.token_type_ids, copy.labels, copy.mask,
+               copy.slots]
+    assert [id(tensor) for tensor in tensors] == [id(tensor) for tensor in pinned]  # each one pinned, once
+    originals = [inputs.input_ids, inputs.attention_mask, inputs.token_type_ids, batch.labels, batch.mask, batch.slots]
+    assert all(torch.equal(new, old) for new, old in zip(tensors, originals))
+    assert copy.teacher is None and copy.inputs.passage_to_pair is None
+    evaluation = EvaluationBatch(inputs=inputs, query_ids=["q1", "q1"], doc_ids=["d1", "d2"],
+                                 first_stage_scores=torch.tensor([2.0, 1.0]))
+    assert evaluation.pin_memory().query_ids is evaluation.query_ids  # what is not a tensor is shared

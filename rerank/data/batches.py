@@ -5,7 +5,8 @@
 - :class:`EvaluationBatch`: (query, candidate) pairs to score, with their ids and first-stage scores.
 
 Both hold their tokenized rows as :class:`~rerank.data.tokenization.PairInputs`.
-Lightning moves the tensors of these dataclasses to the device (``apply_to_collection`` walks dataclasses).
+Lightning moves the tensors of these dataclasses to the device (``apply_to_collection`` walks dataclasses); on a
+GPU from page-locked memory (:mod:`rerank.data.pinning`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .pinning import Pinnable
 from .tokenization import PairInputs, PairTokenizer
 
 
 @dataclass
-class TrainingBatch:
+class TrainingBatch(Pinnable):
     """``Q`` training lists of ``N`` slots.
 
     Attributes:
@@ -47,7 +49,7 @@ class TrainingBatch:
 
 
 @dataclass
-class EvaluationBatch:
+class EvaluationBatch(Pinnable):
     """(query, candidate) pairs of one evaluation or prediction batch."""
 
     inputs: PairInputs

@@ -207,6 +207,10 @@ class RerankDataModule(pl.LightningDataModule):
         trainer = self.trainer
         return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
 
+    def _on_gpu(self) -> bool:
+        """Whether batches go to a GPU: then the loaders pin them (:mod:`rerank.data.pinning`)."""
+        return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
+
     def train_dataloader(self) -> DataLoader:
         dataset = TrainingLists(self.training, self.list_size, self.seed)
         world, rank = self._world()
@@ -216,7 +220,8 @@ class RerankDataModule(pl.LightningDataModule):
             self._resume = None
         return DataLoader(dataset, batch_size=self.batch_size, sampler=self._train_sampler,
                           collate_fn=TrainingCollator(self._tokenizer(), self.list_size),
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
+                          pin_memory=self._on_gpu())
 
     def _evaluation_dataloader(self, split: str) -> DataLoader:
         if split not in self._evaluation:  # sorted by document length once, not at every validation
@@ -226,7 +231,8 @@ class RerankDataModule(pl.LightningDataModule):
         dataset = self._evaluation[split]
         world, rank = self._world()
         return DataLoader(dataset, batch_size=None, sampler=ShardSampler(dataset, world, rank),
-                          collate_fn=EvaluationCollator(self._tokenizer()), num_workers=self.num_workers)
+                          collate_fn=EvaluationCollator(self._tokenizer()), num_workers=self.num_workers,
+                          pin_memory=self._on_gpu())
 
     def val_dataloader(self) -> DataLoader:
         return self._evaluation_dataloader("validation")
