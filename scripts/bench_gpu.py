@@ -272,7 +272,7 @@ def part_overhead(run: Settings, report: Callable[[dict], None], folder: Path) -
         def __init__(self) -> None:
             self.ends: list[float] = []
 
-        def on_train_batch_end(self, trainer: pl.Trainer, _module: object, _outputs: object, _batch: object,
+        def on_train_batch_end(self, _trainer: pl.Trainer, _module: object, _outputs: object, _batch: object,
                                batch_idx: int) -> None:
             if batch_idx in (run.warmup - 1, len(batches) - 1):
                 synchronize(run.device)
