@@ -19,15 +19,22 @@ length-sorted chunked forward, on Cranfield and NFCorpus candidates.
 ``memory``: peak RSS of one training step (forward, backward, optimizer) against list size, with and without
 gradient checkpointing, each in a fresh process.
 
+``precision``: (a)'s pairs per second in ``32-true`` and ``bf16-mixed``, each in a fresh process, on this processor
+and on the instruction sets of processors without bfloat16 arithmetic, emulated by capping oneDNN, ATen and MKL
+(``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``): AVX-512 without BF16/AMX
+(Skylake to Ice Lake Xeons) and AVX2 (AMD EPYC before Zen 4). What :mod:`rerank.precision` decides from.
+
     python scripts/bench_train.py --steps 12 --output docs/bench_train.json
     python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/bench_memory.json
     python scripts/bench_train.py profile --steps 3
+    python scripts/bench_train.py precision --list_size 16 --max_length 192 --output docs/bench_precision.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import subprocess
@@ -112,14 +119,14 @@ def pairs_per_second(ends: list[float], pairs_per_step: int, warmup: int) -> flo
     return pairs_per_step * (len(ends) - 1 - warmup) / (ends[-1] - ends[warmup])
 
 
-def bench_rerank(args: argparse.Namespace, output: Path) -> float:
+def bench_rerank(args: argparse.Namespace, output: Path, precision: str = "32-true") -> float:
     pl.seed_everything(0)
     clock = StepClock()
     module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk,
                           tokenization=TokenizationConfig(max_length=args.max_length, max_query_length=32))
-    trainer = pl.Trainer(accelerator="cpu", max_steps=args.steps, limit_val_batches=0, logger=False,
-                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                         callbacks=[clock])
+    trainer = pl.Trainer(accelerator="cpu", precision=precision, max_steps=args.steps, limit_val_batches=0,
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False, callbacks=[clock])
     trainer.fit(module, datamodule=data_module(args, output))
     return pairs_per_second(clock.ends, args.list_size, args.warmup)
 
@@ -262,9 +269,43 @@ def memory(args: argparse.Namespace) -> dict:
     return results
 
 
+INSTRUCTION_SETS = {
+    "this CPU": {},
+    "AVX-512, no BF16/AMX": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512",
+                             "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+    "AVX2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+}
+"""The instruction sets of ``precision``: environment variables that cap PyTorch's CPU libraries."""
+
+
+def precisions(args: argparse.Namespace) -> dict:
+    results: dict[str, dict[str, float | str]] = {}
+    for name, caps in INSTRUCTION_SETS.items():
+        for precision in ("32-true", "bf16-mixed"):
+            command = [sys.executable, __file__, "_precision", precision, "--model", args.model, "--steps",
+                       str(args.steps), "--warmup", str(args.warmup), "--list_size", str(args.list_size),
+                       "--max_length", str(args.max_length), "--chunk", str(args.chunk or 0)]
+            done = subprocess.run(command, capture_output=True, text=True, timeout=3600,
+                                  env={**os.environ, **caps})
+            results.setdefault(name, {})[precision] = (float(done.stdout.strip().splitlines()[-1])
+                                                       if done.returncode == 0 else
+                                                       (done.stderr.strip().splitlines() or ["failed"])[-1])
+            print(name, precision, results[name][precision], flush=True)
+    table = Table(title=f"rerank training (a), 1 query x {args.list_size} candidates per step, max length "
+                        f"{args.max_length}, {args.steps} steps ({args.warmup} warm-up), pairs/s")
+    for column in ("instruction sets", "32-true", "bf16-mixed", "bf16 / fp32"):
+        table.add_column(column, justify="left" if column == "instruction sets" else "right")
+    for name, row in results.items():
+        fp32, bf16 = row["32-true"], row["bf16-mixed"]
+        ratio = f"{bf16 / fp32:.2f}x" if isinstance(fp32, float) and isinstance(bf16, float) else "-"
+        table.add_row(name, str(round(fp32, 2)), str(round(bf16, 2)), ratio)
+    Console().print(table)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", nargs="*", default=["throughput"], help="throughput | memory | profile")
+    parser.add_argument("mode", nargs="*", default=["throughput"], help="throughput | memory | profile | precision")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--list_size", type=int, default=16)
     parser.add_argument("--max_length", type=int, default=256)
@@ -279,11 +320,16 @@ def main() -> None:
     if args.mode[0] == "_one":
         print(json.dumps(one_step_memory(args, int(args.mode[1]), bool(int(args.mode[2])))))
         return
+    if args.mode[0] == "_precision":
+        with tempfile.TemporaryDirectory() as scratch:
+            print(bench_rerank(args, Path(scratch) / "a", precision=args.mode[1]))
+        return
     if args.mode[0] == "profile":
         with tempfile.TemporaryDirectory() as scratch:
             result = profile(args, Path(scratch) / "profile")
     else:
-        result = memory(args) if args.mode[0] == "memory" else throughput(args)
+        modes = {"memory": memory, "precision": precisions, "throughput": throughput}
+        result = modes[args.mode[0]](args)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         report = {"machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),

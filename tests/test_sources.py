@@ -243,6 +243,35 @@ def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None
     assert config["data"]["train"] or config["pretrain"]
 
 
+def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
+    """The config ``rerank fit`` runs with ``--config`` each of ``names``, as ``--print_config`` prints it."""
+    with pytest.raises(SystemExit):
+        fit.main([*(part for name in names for part in ("--config", name)), "--print_config"])
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.CaptureFixture) -> None:
+    default = merged_config("cranfield", capsys=capsys)
+    stage, folds = default["pretrain"], default["data"]["train"]
+    ensemble = {"bi_encoder": "sentence-transformers/all-MiniLM-L6-v2", "first_stage_weight": 0.4}
+    assert (stage["max_steps"], stage["train"][0]["pseudo"]["count"], stage["train"][0]["teacher"]) == (
+        1200, 2000, ensemble)
+    assert folds[0]["teacher"] == ensemble and default["trainer"]["precision"] == "bf16-mixed"
+    # `all`, the default of earlier releases: 200 steps on 1,000 pseudo-queries, the bi-encoder alone, 32-true
+    earlier = merged_config("cranfield", "ablation/all", capsys=capsys)
+    assert (earlier["pretrain"]["max_steps"], earlier["pretrain"]["train"][0]["pseudo"]["count"]) == (200, 1000)
+    assert earlier["pretrain"]["train"][0]["teacher"] == earlier["data"]["train"][0]["teacher"] == {
+        "bi_encoder": "sentence-transformers/all-MiniLM-L6-v2"}
+    # `ensemble-longer` is the default as measured before it moved to bf16-mixed
+    measured = merged_config("cranfield", "ablation/ensemble-longer", capsys=capsys)
+    assert measured == {**default, "trainer": {**default["trainer"], "precision": "32-true"}}
+    for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
+        ablation = merged_config("cranfield", f"ablation/{name.stem}", capsys=capsys)
+        assert ablation["trainer"]["precision"] == "32-true", name  # every ablation was measured in 32-true
+        assert all(source.get("teacher") in (None, ensemble, earlier["data"]["train"][0]["teacher"])
+                   for source in ablation["data"]["train"] + ((ablation["pretrain"] or {}).get("train") or []))
+
+
 def test_msmarco_without_its_data_says_where_it_goes() -> None:
     collection = Collection(CollectionConfig(ir_datasets="msmarco-passage/train"))
     with pytest.raises(FileNotFoundError, match=r"msmarco-passage/train.*IR_DATASETS_HOME.*msmarco-passage/"):

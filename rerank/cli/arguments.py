@@ -27,6 +27,7 @@ from ..checkpoint_io import AtomicCheckpointIO
 from ..data.datamodule import RerankDataModule
 from ..lightning_module import RerankModule, check_list_size
 from ..losses import loss_class
+from ..precision import effective_precision
 from ..pretraining import PretrainConfig
 from ..progress import progress_callbacks
 from ..run_directory import RunDirectory
@@ -126,12 +127,15 @@ class RerankCLI(LightningCLI):
             self._command_arguments(parser)
 
     def before_instantiate_classes(self) -> None:
-        """Checks that span sections, before anything is built (the classes check their own options)."""
+        """Checks that span sections, before anything is built (the classes check their own options), and the
+        precision the Trainer runs in on this machine (:mod:`rerank.precision`)."""
         config = self.config
         check_list_size(config.data.list_size, config.model.loss, loss_class(_plain(config.model.loss)))
         accumulate = config.trainer.accumulate_grad_batches
         if not accumulate >= 1:
             raise ValueError(f"trainer.accumulate_grad_batches must be >= 1; got {accumulate}")
+        if self._instantiate:
+            config.trainer.precision = effective_precision(config.trainer.precision, config.trainer.accelerator)
 
     def instantiate_classes(self) -> None:
         if self._instantiate:
