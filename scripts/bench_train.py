@@ -296,9 +296,9 @@ def precisions(args: argparse.Namespace) -> dict:
     for column in ("instruction sets", "32-true", "bf16-mixed", "bf16 / fp32"):
         table.add_column(column, justify="left" if column == "instruction sets" else "right")
     for name, row in results.items():
-        fp32, bf16 = row["32-true"], row["bf16-mixed"]
+        fp32, bf16 = row["32-true"], row["bf16-mixed"]  # pairs/s, or the error a run ended with
         ratio = f"{bf16 / fp32:.2f}x" if isinstance(fp32, float) and isinstance(bf16, float) else "-"
-        table.add_row(name, str(round(fp32, 2)), str(round(bf16, 2)), ratio)
+        table.add_row(name, *(f"{value:.2f}" if isinstance(value, float) else value for value in (fp32, bf16)), ratio)
     Console().print(table)
     return results
 

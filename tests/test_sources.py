@@ -231,23 +231,21 @@ def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, t
     assert second == first  # loading the stage continues exactly as training it did
 
 
+def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
+    """The config ``rerank fit`` runs with ``--config`` each of ``names``, as ``--print_config`` prints it."""
+    with pytest.raises(SystemExit) as exited:
+        fit.main([*(part for name in names for part in ("--config", name)), "--print_config"])
+    assert exited.value.code in (0, None)
+    return yaml.safe_load(capsys.readouterr().out)
+
+
 @pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
                                   "transfer/msmarco-pretrain", *(f"ablation/{path.stem}" for path in sorted(
                                       (Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")))])
 def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None:
-    stacked = ["--config", "cranfield"] if name.startswith("ablation/") else []  # ablations stack on the default
-    with pytest.raises(SystemExit) as exited:
-        fit.main([*stacked, "--config", name, "--print_config"])
-    assert exited.value.code in (0, None)
-    config = yaml.safe_load(capsys.readouterr().out)
+    stacked = ["cranfield"] if name.startswith("ablation/") else []  # ablations stack on the default
+    config = merged_config(*stacked, name, capsys=capsys)
     assert config["data"]["train"] or config["pretrain"]
-
-
-def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
-    """The config ``rerank fit`` runs with ``--config`` each of ``names``, as ``--print_config`` prints it."""
-    with pytest.raises(SystemExit):
-        fit.main([*(part for name in names for part in ("--config", name)), "--print_config"])
-    return yaml.safe_load(capsys.readouterr().out)
 
 
 def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.CaptureFixture) -> None:
