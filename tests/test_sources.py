@@ -124,6 +124,42 @@ def test_pseudo_queries_are_deterministic_filtered_and_blind_to_judgments(tmp_pa
     assert first == again and len(first) == 40 and {q.doc_id for q in first} != {q.doc_id for q in other}
 
 
+
+def test_pseudo_queries_per_document_add_the_next_sentences_of_the_body(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in [
+        {"doc_id": "a", "title": "boundary layer transition on a flat plate",
+         "text": "boundary layer transition on a flat plate . it is . wind tunnel tests of transition ."},
+        {"doc_id": "b", "title": "flutter", "text": "a wing flutters in a tunnel at high speed . then stops . "
+                                                    "supersonic panel flutter theory compared . a fourth sentence ."},
+        {"doc_id": "c", "title": "heat flux to blunt bodies", "text": "heat transfer is measured ."},
+        {"doc_id": "d", "title": "heat flux to blunt bodies", "text": "the same title twice: ambiguous ."},
+    ]))
+    (tmp_path / "queries.tsv").write_text("1\twind\n")
+    documents = Collection(CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                                            cache_dir=str(tmp_path / "arrow"))).documents
+    drawn = pseudo_queries(documents, PseudoQueryConfig(count=None, min_words=2, per_document=3))
+    # a: its title, then (the first sentence repeats the title; "it is" has no content word) the third;
+    # b: a one-word title, so its first sentence ranks first, then the next usable one; c and d: the shared title is
+    # nobody's, each keeps its own sentence; every query names the document it came from
+    assert {query.query_id: (query.text, query.doc_id) for query in drawn} == {
+        "pseudo:a": ("boundary layer transition on a flat plate", "a"),
+        "pseudo:a#2": ("wind tunnel tests of transition", "a"),
+        "pseudo:b": ("a wing flutters in a tunnel at high speed", "b"),
+        "pseudo:b#2": ("supersonic panel flutter theory compared", "b"),
+        "pseudo:c#2": ("heat transfer is measured", "c"),
+        "pseudo:d#2": ("the same title twice: ambiguous", "d"),
+    }
+    assert {q.query_id for q in pseudo_queries(documents, PseudoQueryConfig(count=None, min_words=2))} == {
+        "pseudo:a", "pseudo:b"}  # one per document: the titles (else first sentences), as before
+    cranfield = Collection(CollectionConfig(**CRANFIELD)).documents
+    several = pseudo_queries(cranfield, PseudoQueryConfig(count=45, per_document=4))
+    assert len(several) == 45 and len({q.doc_id for q in several}) < 45  # count is exact, documents give several
+    assert several[:12] == pseudo_queries(cranfield, PseudoQueryConfig(count=12, per_document=4))
+    with pytest.raises(ValueError, match=r"pretrain.train\[0\]: pseudo.per_document must be positive; got 0"):
+        as_source_config({"queries": "pseudo", "pseudo": {"per_document": 0}}, "pretrain.train[0]")
+
 def test_mixing_weights_give_the_configured_proportions() -> None:
     def source(name: str, queries: int, weight: float) -> TrainingSource:
         lists = [Candidates(f"{name}{i}", "q", ["d"], [1], [1.0]) for i in range(queries)]
@@ -263,9 +299,20 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
     # `ensemble-longer` is the default as measured before it moved to bf16-mixed
     measured = merged_config("cranfield", "ablation/ensemble-longer", capsys=capsys)
     assert measured == {**default, "trainer": {**default["trainer"], "precision": "32-true"}}
+    # the levers tried on the default itself, in bf16-mixed: each changes the default in one place only
+    pseudo = {"count": None, "per_document": 4}
+    assert merged_config("cranfield", "ablation/sentences", capsys=capsys) == {
+        **default, "pretrain": {**stage, "train": [{**stage["train"][0], "pseudo": pseudo}]}}
+    assert merged_config("cranfield", "ablation/lists16", capsys=capsys) == {
+        **default, "data": {**default["data"], "list_size": 16, "batch_size": 1}}
+    assert merged_config("cranfield", "ablation/lr1e-4", capsys=capsys) == {
+        **default, "model": {**default["model"], "encoder_lr": 1e-4}}
+    on_the_default = {"sentences", "lists16", "lr1e-4"}
     for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
         ablation = merged_config("cranfield", f"ablation/{name.stem}", capsys=capsys)
-        assert ablation["trainer"]["precision"] == "32-true", name  # every ablation was measured in 32-true
+        measured_in = "bf16-mixed" if name.stem in on_the_default else "32-true"  # the earlier ones on the AMD CPU
+        assert ablation["trainer"]["precision"] == measured_in, name
+        assert yaml.safe_load(name.read_text())["trainer"]["precision"] == measured_in, name  # pinned in the file
         assert all(source.get("teacher") in (None, ensemble, earlier["data"]["train"][0]["teacher"])
                    for source in ablation["data"]["train"] + ((ablation["pretrain"] or {}).get("train") or []))
 

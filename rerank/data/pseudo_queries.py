@@ -3,7 +3,9 @@
 After MacAvaney, Yates, Hui and Frieder, *Content-Based Weak Supervision for Ad-Hoc Re-Ranking* (SIGIR 2019):
 a document's title is a query to which the document itself is relevant, and the first stage's other candidates
 for that query are its competitors (unjudged, label 0). A document without a usable title gives its first
-sentence instead (cut at ``max_words`` words).
+sentence instead (cut at ``max_words`` words). With ``per_document`` above 1, a document also gives the next
+sentences of its body, each a query of its own (``pseudo:<doc id>#2``, ``#3``, ...): more, and more varied, queries
+for a stage that learns from a teacher's scores over their candidates.
 
 The set is deterministic: documents are taken in a seeded order (``seed``) until ``count`` usable queries are
 found. It never looks at judgments (only at documents), so it is the same for every fold. Trivial queries are
@@ -26,7 +28,7 @@ from .collection import Documents
 logger = logging.getLogger(__name__)
 
 PREFIX = "pseudo:"
-"""Pseudo-query ids are ``pseudo:<doc id>``."""
+"""Pseudo-query ids are ``pseudo:<doc id>`` (a document's first), then ``pseudo:<doc id>#2``, ``#3``, ..."""
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"(?<=\w)\s*[.!?]\s+")
 
@@ -39,19 +41,24 @@ class PseudoQueryConfig:
         count: usable pseudo-queries wanted (None: one per document that gives one).
         seed: seeds the order in which documents are taken.
         min_words: content words (not stop words) a query needs.
-        max_words: words a query keeps (of a title or a first sentence).
+        max_words: words a query keeps (of a title or a sentence).
+        per_document: queries a document may give: its title (else its first sentence), then its body's next
+            sentences in order.
     """
 
     count: int | None = 1000
     seed: int = 42
     min_words: int = 3
     max_words: int = 24
+    per_document: int = 1
 
     def __post_init__(self) -> None:
         if self.count is not None and self.count < 1:
             raise ValueError(f"pseudo.count must be positive (or null for all); got {self.count}")
         if not 1 <= self.min_words <= self.max_words:
             raise ValueError(f"pseudo: need 1 <= min_words <= max_words; got {self.min_words} and {self.max_words}")
+        if self.per_document < 1:
+            raise ValueError(f"pseudo.per_document must be positive; got {self.per_document}")
 
 
 @dataclass(frozen=True)
@@ -83,31 +90,35 @@ def _draw(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
     titles = dict(documents.iter_titles())
     order = sorted(titles)
     random.Random(config.seed).shuffle(order)
-    owner: dict[str, str | None] = {}  # text -> its document, or None once several documents gave it
+    owner: dict[str, PseudoQuery | None] = {}  # text -> its query, or None once several documents gave it
     usable = 0
     for doc_id in order:
-        text = _query_text(titles[doc_id], documents, doc_id, config, stopwords)
-        if text is None:
-            continue
-        if text in owner:
-            usable -= owner[text] is not None
-            owner[text] = None
-        else:
-            owner[text] = doc_id
-            usable += 1
+        for rank, text in enumerate(_query_texts(titles[doc_id], documents, doc_id, config, stopwords), start=1):
+            if config.count is not None and usable >= config.count:
+                break
+            if text in owner:
+                usable -= owner[text] is not None
+                owner[text] = None
+            else:
+                query_id = f"{PREFIX}{doc_id}" if rank == 1 else f"{PREFIX}{doc_id}#{rank}"
+                owner[text] = PseudoQuery(query_id, text, doc_id)
+                usable += 1
         if config.count is not None and usable >= config.count:
             break
-    return [PseudoQuery(f"{PREFIX}{doc_id}", text, doc_id) for text, doc_id in owner.items() if doc_id is not None]
+    return [query for query in owner.values() if query is not None]
 
 
-def _query_text(title: str, documents: Documents, doc_id: str, config: PseudoQueryConfig,
-                stopwords: set[str]) -> str | None:
-    """The document's title, else its first sentence, cut at ``max_words`` words; None when neither is usable."""
-    text = _cut(title, config)
-    if not _usable(text, config, stopwords):
-        body = documents.text(doc_id).removeprefix(title).strip()  # the text joins title and body
-        text = _cut(_SENTENCE_END.split(body, maxsplit=1)[0], config)
-    return text if _usable(text, config, stopwords) else None
+def _query_texts(title: str, documents: Documents, doc_id: str, config: PseudoQueryConfig,
+                 stopwords: set[str]) -> list[str]:
+    """Up to ``per_document`` distinct usable texts: the title (else the first sentence), then the body's next
+    sentences, each cut at ``max_words`` words."""
+    body = documents.text(doc_id).removeprefix(title).strip()  # the text joins title and body
+    sentences = _SENTENCE_END.split(body, maxsplit=config.per_document)[: config.per_document]
+    texts: list[str] = []
+    for text in (_cut(title, config), *(_cut(sentence, config) for sentence in sentences)):
+        if _usable(text, config, stopwords) and text not in texts:
+            texts.append(text)
+    return texts[: config.per_document]
 
 
 def _cut(text: str, config: PseudoQueryConfig) -> str:
