@@ -38,7 +38,7 @@ class PseudoQueryConfig:
     """How pseudo-queries are drawn.
 
     Attributes:
-        count: usable pseudo-queries wanted (None: one per document that gives one).
+        count: usable pseudo-queries wanted (None: all that the documents give).
         seed: seeds the order in which documents are taken.
         min_words: content words (not stop words) a query needs.
         max_words: words a query keeps (of a title or a sentence).
