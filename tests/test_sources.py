@@ -124,7 +124,6 @@ def test_pseudo_queries_are_deterministic_filtered_and_blind_to_judgments(tmp_pa
     assert first == again and len(first) == 40 and {q.doc_id for q in first} != {q.doc_id for q in other}
 
 
-
 def test_pseudo_queries_per_document_add_the_next_sentences_of_the_body(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
@@ -159,6 +158,7 @@ def test_pseudo_queries_per_document_add_the_next_sentences_of_the_body(tmp_path
     assert several[:12] == pseudo_queries(cranfield, PseudoQueryConfig(count=12, per_document=4))
     with pytest.raises(ValueError, match=r"pretrain.train\[0\]: pseudo.per_document must be positive; got 0"):
         as_source_config({"queries": "pseudo", "pseudo": {"per_document": 0}}, "pretrain.train[0]")
+
 
 def test_mixing_weights_give_the_configured_proportions() -> None:
     def source(name: str, queries: int, weight: float) -> TrainingSource:

@@ -91,20 +91,18 @@ def _draw(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
     order = sorted(titles)
     random.Random(config.seed).shuffle(order)
     owner: dict[str, PseudoQuery | None] = {}  # text -> its query, or None once several documents gave it
+    texts = ((doc_id, rank, text) for doc_id in order  # lazily: documents are read only until count is reached
+             for rank, text in enumerate(_query_texts(titles[doc_id], documents, doc_id, config, stopwords), start=1))
     usable = 0
-    for doc_id in order:
-        for rank, text in enumerate(_query_texts(titles[doc_id], documents, doc_id, config, stopwords), start=1):
-            if config.count is not None and usable >= config.count:
-                break
-            if text in owner:
-                usable -= owner[text] is not None
-                owner[text] = None
-            else:
-                query_id = f"{PREFIX}{doc_id}" if rank == 1 else f"{PREFIX}{doc_id}#{rank}"
-                owner[text] = PseudoQuery(query_id, text, doc_id)
-                usable += 1
+    for doc_id, rank, text in texts:
         if config.count is not None and usable >= config.count:
             break
+        if text in owner:
+            usable -= owner[text] is not None
+            owner[text] = None
+        else:
+            owner[text] = PseudoQuery(f"{PREFIX}{doc_id}" if rank == 1 else f"{PREFIX}{doc_id}#{rank}", text, doc_id)
+            usable += 1
     return [query for query in owner.values() if query is not None]
 
 
