@@ -32,3 +32,10 @@ def cache_key(*parts: Any) -> str:
 def cache_path(kind: str, *parts: Any, suffix: str = "") -> Path:
     """``<root>/<kind>/<key><suffix>`` for the entry that ``parts`` determine."""
     return cache_root() / kind / f"{cache_key(*parts)}{suffix}"
+
+
+def file_digest(path: Path) -> str:
+    """A short hash of a file's bytes, for entries derived from a file that may change in place (a model's
+    weights)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha1").hexdigest()[:16]

@@ -23,6 +23,7 @@ from contextlib import nullcontext
 from itertools import islice
 
 import torch
+from tqdm.auto import tqdm
 
 from . import speedups
 from .cross_encoder import CrossEncoderModel, max_over_passages, saved_tokenization
@@ -77,14 +78,17 @@ class Reranker:
         return cls(CrossEncoderModel.from_pretrained(name_or_path), **options)
 
     @torch.inference_mode()
-    def score_pairs(self, queries: Iterable[str], documents: Iterable[str]) -> list[float]:
+    def score_pairs(self, queries: Iterable[str], documents: Iterable[str],
+                    progress: tqdm | None = None) -> list[float]:
         """The score of each (query, document) pair, in input order. The pairs are drawn ``chunk_size`` at a time,
-        so lazily produced texts are only held one chunk at a time."""
+        so lazily produced texts are only held one chunk at a time; ``progress`` advances by each chunk's pairs."""
         pairs = zip(queries, documents)
         scores: list[float] = []
         while chunk := list(islice(pairs, self.chunk_size)):
             chunk_queries, chunk_documents = zip(*chunk)
             scores += self._score_chunk(list(chunk_queries), list(chunk_documents))
+            if progress is not None:
+                progress.update(len(chunk))
         return scores
 
     def _score_chunk(self, queries: list[str], documents: list[str]) -> list[float]:
@@ -115,12 +119,16 @@ class Reranker:
         scores = self.score(query, documents)
         return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))[:top_k]
 
-    def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Mapping[str, str]]) -> Run:
+    def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Mapping[str, str]],
+                    progress: str | None = None) -> Run:
         """A run ``{query id: {doc id: score}}`` for ``candidates`` (``{query id: {doc id: text}}``), in batches
         that mix queries. Texts are read ``chunk_size`` pairs at a time, so ``candidates`` may look them up lazily
-        (:class:`CandidateTexts`) and only one chunk's texts are held in memory."""
+        (:class:`CandidateTexts`) and only one chunk's texts are held in memory. ``progress``: a progress bar's
+        description (None: no bar)."""
         keys = [(qid, doc) for qid, docs in candidates.items() for doc in docs]
-        scores = self.score_pairs((queries[qid] for qid, _ in keys), (candidates[qid][doc] for qid, doc in keys))
+        with tqdm(total=len(keys), desc=progress, unit="pair", disable=progress is None) as bar:
+            scores = self.score_pairs((queries[qid] for qid, _ in keys), (candidates[qid][doc] for qid, doc in keys),
+                                      bar)
         run: Run = {}
         for (qid, doc), score in zip(keys, scores):
             run.setdefault(qid, {})[doc] = score

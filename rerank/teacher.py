@@ -25,16 +25,18 @@ import logging
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import save
 
 from .atomic import atomic_write
-from .cache import cache_path
+from .cache import cache_path, file_digest
 from .data.collection import Documents
 from .data.trec import Run, read_run, write_run
 from .interpolation import interpolate, standardise
+from .reranker import PRECISIONS, CandidateTexts, Reranker
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +52,18 @@ class TeacherConfig:
         bi_encoder: a sentence-transformers model (hub id in the local cache, or a folder).
         max_length: tokens per text for the bi-encoder.
         first_stage_weight: the first stage's share ``w`` in an ensemble teacher (0: the teacher alone).
+        student: a cross-encoder folder whose scores are mixed in, after the first stage's (born-again).
+        student_weight: the student's share in that mix.
+        student_precision: what the student scores in (:data:`rerank.reranker.PRECISIONS`).
     """
 
     run: str | None = None
     bi_encoder: str | None = None
     max_length: int = 256
     first_stage_weight: float = 0.0
+    student: str | None = None
+    student_weight: float = 0.5
+    student_precision: str = "32"
 
     def __post_init__(self) -> None:
         if (self.run is None) == (self.bi_encoder is None):
@@ -66,6 +74,11 @@ class TeacherConfig:
         if not 0 <= self.first_stage_weight < 1:
             raise ValueError(f"teacher.first_stage_weight must be in [0, 1) (0: the teacher alone); got "
                              f"{self.first_stage_weight}")
+        if not 0 < self.student_weight < 1:
+            raise ValueError(f"teacher.student_weight must be in (0, 1); got {self.student_weight}")
+        if self.student_precision not in PRECISIONS:
+            raise ValueError(f"teacher.student_precision must be one of {', '.join(PRECISIONS)}; got "
+                             f"{self.student_precision!r}")
 
 
 def teacher_scores(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
@@ -77,16 +90,20 @@ def teacher_scores(config: TeacherConfig, candidates: Mapping[str, Mapping[str, 
     """
     scores = _from_run(config.run, candidates) if config.run is not None else _bi_encoder_run(config, candidates,
                                                                                                queries, documents)
-    return with_first_stage(scores, candidates, config.first_stage_weight)
+    scores = blend(scores, candidates, config.first_stage_weight)
+    if config.student is None:
+        return scores
+    return blend(scores, _student_run(config, candidates, queries, documents), config.student_weight)
 
 
-def with_first_stage(teacher: Run, first_stage: Mapping[str, Mapping[str, float]], weight: float) -> Run:
-    """``(1 - weight) z(teacher) + weight z(first stage)`` for each query, standardised again and mapped to the
-    teacher's own mean and spread for that query (``teacher`` unchanged when ``weight`` is 0)."""
+def blend(teacher: Run, other: Mapping[str, Mapping[str, float]], weight: float) -> Run:
+    """``(1 - weight) z(teacher) + weight z(other)`` for each query (``other``: the first stage, a student),
+    standardised again and mapped to the teacher's own mean and spread for that query, so that a distillation
+    temperature set for the teacher still fits (``teacher`` unchanged when ``weight`` is 0)."""
     if weight == 0:
         return teacher
     mixed: Run = {}
-    for qid, scores in interpolate(teacher, first_stage, 1 - weight).items():
+    for qid, scores in interpolate(teacher, other, 1 - weight).items():
         values = list(teacher[qid].values())
         mean, spread = statistics.fmean(values), statistics.pstdev(values)
         mixed[qid] = {doc: mean + spread * z for doc, z in standardise(scores).items()}
@@ -104,6 +121,27 @@ def _bi_encoder_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str,
     scores = bi_encoder_scores(candidates, queries, documents, config.bi_encoder, config.max_length)
     write_run(scores, path, tag=f"bi-encoder-{config.bi_encoder.rsplit('/', 1)[-1]}")
     return read_run(path)  # as written (6 decimals), so a cached and a fresh run give the same targets
+
+
+def _student_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
+                 queries: Mapping[str, str], documents: Documents) -> Run:
+    student = Path(config.student)
+    weights = student / "model.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(f"teacher.student {student}: no model.safetensors there; give a folder that rerank "
+                                "exported (a run's model/)")
+    key = (file_digest(weights), file_digest(student / "config.json"), config.student_precision,
+           documents.source(), documents.fingerprint(),
+           sorted((qid, queries[qid], sorted(docs)) for qid, docs in candidates.items()))
+    path = cache_path("teacher", "student", *key, suffix=".trec")
+    if not path.is_file():
+        reranker = Reranker.from_pretrained(str(student), precision=config.student_precision)
+        texts = {qid: CandidateTexts(docs, documents) for qid, docs in candidates.items()}
+        scores = reranker.rerank_many(queries, texts, progress=f"student {student.name} scores the candidates")
+        write_run(scores, path, tag=f"student-{student.name}")
+    else:
+        logger.info("student scores from the cache: %s", path)
+    return read_run(path)
 
 
 def _from_run(path: str, candidates: Mapping[str, Mapping[str, float]]) -> Run:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import logging
+import runpy
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert
+from safetensors.torch import load_file
 
 from rerank.cli import fit
 from rerank.data.collection import Collection, CollectionConfig
@@ -69,6 +71,38 @@ def test_an_ensemble_teacher_mixes_z_scores_in_the_teachers_units(tmp_path: Path
     assert teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run")), first_stage, {}, None) == teacher
     with pytest.raises(ValueError, match=r"teacher.first_stage_weight must be in \[0, 1\)"):
         TeacherConfig(run="x", first_stage_weight=1.0)
+
+
+def test_a_teacher_with_a_student_mixes_in_the_students_z_scores(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from rerank.reranker import Reranker
+
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    student = tiny_bert(tmp_path / "student", with_head=True, real_vocabulary=True)
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    teacher = {"1": {"184": 0.61, "29": 0.35, "12": 0.42}, "2": {"12": 0.9, "51": 0.1, "486": 0.5}}
+    write_run(teacher, tmp_path / "teacher.run")
+    config = TeacherConfig(run=str(tmp_path / "teacher.run"), student=str(student), student_weight=0.4)
+    scores = teacher_scores(config, teacher, collection.queries, collection.documents)
+    reranker = Reranker.from_pretrained(str(student))
+    for qid, docs in teacher.items():  # by hand: 0.6 z(teacher) + 0.4 z(student), in the teacher's units
+        t = np.array(list(docs.values()))
+        s = np.array(reranker.score(collection.queries[qid], [collection.documents.text(doc) for doc in docs]))
+        mixed = 0.6 * (t - t.mean()) / t.std() + 0.4 * (s - s.mean()) / s.std()
+        expected = t.mean() + t.std() * (mixed - mixed.mean()) / mixed.std()
+        assert [scores[qid][doc] for doc in docs] == pytest.approx(expected.tolist(), abs=1e-5)
+    assert scores != teacher
+    monkeypatch.setattr("rerank.teacher.Reranker", None)  # a second call reads the student's scores from the cache
+    assert teacher_scores(config, teacher, collection.queries, collection.documents) == scores
+    with pytest.raises(FileNotFoundError, match=r"teacher.student .*nowhere: no model.safetensors there"):
+        teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run"), student=str(tmp_path / "nowhere")), teacher,
+                       collection.queries, collection.documents)
+    with pytest.raises(ValueError, match=r"teacher.student_weight must be in \(0, 1\); got 1.0"):
+        TeacherConfig(run="x", student="y", student_weight=1.0)
+    with pytest.raises(ValueError, match=r"teacher.student_precision must be one of 32, bf16"):
+        TeacherConfig(run="x", student="y", student_precision="bf16-mixed")
 
 
 def test_bi_encoder_teacher_scores_are_cosines_and_are_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -257,14 +291,53 @@ def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, t
                           data={"train": [{"targets": "both", "teacher": {"run": str(workdir / "bm25.run")}}]})
     with caplog.at_level(logging.INFO):
         first = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "first")])
-    assert "pre-training stage: 3 steps on 1 source(s)" in caplog.text
+    assert "pre-training stage, round 1 of 1: 3 steps on 1 source(s)" in caplog.text
     assert len(list((tmp_path / "cache" / "pretrained").iterdir())) == 1
     caplog.clear()
     with caplog.at_level(logging.INFO):
         second = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "second"),
                            "--data.folds.test", "1"])
-    assert "pre-training stage: weights from the cache" in caplog.text
+    assert "pre-training stage, round 1 of 1: weights from the cache" in caplog.text
     assert second == first  # loading the stage continues exactly as training it did
+
+
+def test_born_again_rounds_continue_from_the_cached_first_round_and_teach_with_its_student(
+        workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    stage = {"train": [{"queries": "pseudo", "pseudo": {"count": 20},
+                        "first_stage": {"backend": "bm25s", "index_dir": str(tmp_path / "idx")},
+                        "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(tmp_path))}}],
+             "max_steps": 2}
+    folds = {"train": [{"targets": "both", "teacher": {"run": str(workdir / "bm25.run")}}]}
+    one = write_config(workdir, tmp_path / "one.yaml", pretrain=stage, data=folds)
+    two = write_config(workdir, tmp_path / "two.yaml", pretrain={**stage, "rounds": 2}, data=folds)
+    fit.main(["--config", str(one), "--output_dir", str(tmp_path / "one")])
+    with caplog.at_level(logging.INFO):
+        first = fit.main(["--config", str(two), "--output_dir", str(tmp_path / "two")])
+    assert "round 1 of 2: weights from the cache" in caplog.text  # round 1 is the one-round stage
+    assert "round 2 of 2: 2 steps on 1 source(s)" in caplog.text
+    cached = tmp_path / "cache" / "pretrained"
+    weights, (student,) = sorted(cached.glob("*.safetensors")), [path for path in cached.iterdir() if path.is_dir()]
+    assert len(weights) == 2 and student.with_suffix(".safetensors") in weights  # the student is round 1
+    tagged = Counter(line.split()[-1] for run in (tmp_path / "cache" / "teacher").glob("*.trec")
+                     for line in run.read_text().splitlines()[:1])
+    # the student scored the pseudo-queries' candidates (round 2) and the training folds' (their teacher)
+    assert tagged[f"student-{student.name}"] == 2
+    # scripts/export_stage.py exports a cached stage as the folder the pre-training wrote for its student
+    monkeypatch.setattr("sys.argv", ["export_stage.py", str(student.with_suffix(".safetensors")),
+                                     str(tmp_path / "exported"), "--model", str(workdir / "bert"),
+                                     "--max_length", "48", "--max_query_length", "12"])
+    runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "export_stage.py"), run_name="__main__")
+    exported, written = (load_file(folder / "model.safetensors") for folder in (tmp_path / "exported", student))
+    assert exported.keys() == written.keys() and all(exported[key].equal(written[key]) for key in written)
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        again = fit.main(["--config", str(two), "--output_dir", str(tmp_path / "again")])
+    assert "round 2 of 2: weights from the cache" in caplog.text and again == first
+    for bad, message in (({"rounds": 0}, r"pretrain.rounds must be positive; got 0"),
+                         ({"student_weight": 1.0}, r"pretrain.student_weight must be in \(0, 1\); got 1.0")):
+        with pytest.raises(ValueError, match=message):
+            PretrainConfig(**{**stage, **bad})
 
 
 def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
@@ -307,7 +380,9 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
         **default, "data": {**default["data"], "list_size": 16, "batch_size": 1}}
     assert merged_config("cranfield", "ablation/lr1e-4", capsys=capsys) == {
         **default, "model": {**default["model"], "encoder_lr": 1e-4}}
-    on_the_default = {"sentences", "lists16", "lr1e-4"}
+    assert merged_config("cranfield", "ablation/born-again", capsys=capsys) == {
+        **default, "pretrain": {**stage, "rounds": 2}}
+    on_the_default = {"sentences", "lists16", "lr1e-4", "born-again"}
     for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
         ablation = merged_config("cranfield", f"ablation/{name.stem}", capsys=capsys)
         measured_in = "bf16-mixed" if name.stem in on_the_default else "32-true"  # the earlier ones on the AMD CPU

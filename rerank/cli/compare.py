@@ -133,7 +133,7 @@ def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Pa
     axis.axhline(0, color="black", linewidth=0.8)
     axis.set(xlabel="queries (sorted)", ylabel=f"nDCG@20 - nDCG@20 of {baseline}", title="Per-query differences")
     axis.legend(fontsize="small")
-    written.append(_save(figure, output / "per_query_ndcg20.png"))
+    written.append(save_figure(figure, output / "per_query_ndcg20.png"))
     per_fold = {name: fold_values(folder, name, PER_FOLD_MEASURES) for name, folder in folders.items()
                 if folder is not None and CrossValidationDirectory(folder).metrics.is_file()}
     if per_fold:
@@ -151,11 +151,11 @@ def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Pa
             axis.set(title=measure, xlabel="test fold")
         figure.legend(*axes[0].get_legend_handles_labels(), loc="upper center", ncol=min(len(per_fold), 6),
                       fontsize="small", bbox_to_anchor=(0.5, 0.0))
-        written.append(_save(figure, output / "per_fold.png"))
+        written.append(save_figure(figure, output / "per_fold.png"))
     return written
 
 
-def _save(figure: Any, path: Path) -> Path:
+def save_figure(figure: Any, path: Path) -> Path:
     """Save a matplotlib figure as PNG, atomically, and close it."""
     import matplotlib.pyplot as plt
 

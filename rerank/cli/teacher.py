@@ -3,8 +3,10 @@
 The candidates are the top ``data.rerank_depth`` of the first stage (``data.first_stage``, e.g. ``--run FILE``
 as ``rerank predict`` takes it) for every query of ``data.collection``; the teacher is a sentence-transformers
 bi-encoder (``--teacher.bi_encoder``, default ``sentence-transformers/all-MiniLM-L6-v2``) or a run
-(``--teacher.run``). Writes ``DIR/first_stage.trec`` and ``DIR/teacher.trec`` (a TREC run to give a training
-source as ``teacher: {run: DIR/teacher.trec}``), and when the collection has qrels, ``DIR/metrics.json`` with the
+(``--teacher.run``), optionally mixed with the first stage (``--teacher.first_stage_weight``) and a student
+(``--teacher.student``: an exported cross-encoder; the teacher of a born-again round). Writes
+``DIR/first_stage.trec`` and ``DIR/teacher.trec`` (a TREC run to give a training source as
+``teacher: {run: DIR/teacher.trec}``), and when the collection has qrels, ``DIR/metrics.json`` with the
 teacher's and the first stage's metrics, printed too.
 """
 
