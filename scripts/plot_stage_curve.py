@@ -62,10 +62,13 @@ def main() -> None:
         for value in values:
             axis.annotate(f"{value:.4f}", (step, value), textcoords="offset points", fontsize="small",
                           xytext=(4, 5 if value == max(values) else -12))
+    drawn = [value for values in at_step.values() for value in values]
     for index, (label, run) in enumerate(arguments.line):
-        value = score(run)
-        axis.axhline(value, linestyle="--", linewidth=1, color=f"C{index + len(arguments.curve)}",
-                     label=f"{label} ({value:.4f})")
+        drawn.append(score(run))
+        axis.axhline(drawn[-1], linestyle="--", linewidth=1, color=f"C{index + len(arguments.curve)}",
+                     label=f"{label} ({drawn[-1]:.4f})")
+    padding = 0.08 * (max(drawn) - min(drawn))  # set by hand: the autoscale can leave a line on the frame
+    axis.set_ylim(min(drawn) - padding, max(drawn) + padding)
     axis.set_xscale("log", base=2)
     axis.set_xticks(sorted(at_step), [str(step) for step in sorted(at_step)])
     axis.minorticks_off()
