@@ -41,7 +41,8 @@ half precision, the Cranfield files of the ir_datasets cache), under the 64 MiB 
 The wheels (``scripts/gpu_prepare.sh`` fetches them with ``pip download --only-binary=:all: --python-version
 3.12 --platform manylinux...``): jsonargparse[signatures] (docstring-parser, typeshed-client), pytrec-eval-terrier,
 ir_datasets with lz4 (all that reading Cranfield's prepared cache imports), bm25s, PyStemmer, allRank (its losses
-only). The H100 image of 2026-11 had the rest (torch 2.11, transformers 5.17, lightning 2.6.6,
+only), and datasets with dill and multiprocess (not needed by the suite: for ``rerank`` runs on local files there).
+The H100 image of 2026-11 had the rest (torch 2.11, transformers 5.17, lightning 2.6.6,
 sentence-transformers 6.0.1, onnxruntime without its CUDA provider); the whole suite ran there in about 5 minutes.
 """
 
