@@ -166,7 +166,25 @@ def _from_run(path: str, candidates: Mapping[str, Mapping[str, float]]) -> Run:
 def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[str, str], documents: Documents,
                       model_name: str = DEFAULT_BI_ENCODER, max_length: int = 256, batch_size: int = 64,
                       device: str | None = None) -> Run:
-    """The cosine similarity of each (query, candidate) pair of ``run`` under the bi-encoder ``model_name``.
+    """The cosine similarity of each (query, candidate) pair of ``run`` under the bi-encoder ``model_name``
+    (:func:`bi_encoder_embeddings`).
+
+    Raises:
+        OSError: the model is neither a local folder nor in the Hugging Face cache, with where to look.
+    """
+    return cosines(*bi_encoder_embeddings(run, queries, documents, model_name, max_length, batch_size, device), run)
+
+
+def cosines(by_query: Mapping[str, torch.Tensor], by_doc: Mapping[str, torch.Tensor],
+            run: Mapping[str, Mapping[str, float]]) -> Run:
+    """``q . d`` for each (query, candidate) pair of ``run``: the cosine, for normalised embeddings."""
+    return {qid: {doc: float(by_query[qid] @ by_doc[doc]) for doc in docs} for qid, docs in run.items()}
+
+
+def bi_encoder_embeddings(run: Mapping[str, Mapping[str, float]], queries: Mapping[str, str], documents: Documents,
+                          model_name: str = DEFAULT_BI_ENCODER, max_length: int = 256, batch_size: int = 64,
+                          device: str | None = None) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The normalised embeddings of the queries of ``run`` and of their candidates: ``(by query, by document)``.
 
     Documents are embedded once (texts cut at ``max_length`` tokens) and their embeddings kept in a cache under
     ``$RERANK_CACHE/embeddings``, shared by every run of the same documents; queries are embedded each time.
@@ -190,8 +208,7 @@ def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[s
     by_doc = _document_embeddings(sorted({doc for docs in run.values() for doc in docs}), documents, encode,
                                   (model_name, max_length))
     query_ids = sorted(run)
-    by_query = dict(zip(query_ids, encode([queries[qid] for qid in query_ids])))
-    return {qid: {doc: float(by_query[qid] @ by_doc[doc]) for doc in docs} for qid, docs in run.items()}
+    return dict(zip(query_ids, encode([queries[qid] for qid in query_ids]))), by_doc
 
 
 def _document_embeddings(doc_ids: list[str], documents: Documents, encode: Callable[[list[str]], torch.Tensor],

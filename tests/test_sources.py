@@ -419,3 +419,41 @@ def test_the_teacher_command_writes_a_teacher_run(workdir: Path, tmp_path: Path,
         assert written[qid] == pytest.approx(docs, abs=1e-6)
     assert metrics["teacher"] == pytest.approx(evaluate(written, collection.qrels, list(metrics["teacher"])).mean)
     assert json.loads((tmp_path / "out" / "metrics.json").read_text())["first_stage"] == metrics["first_stage"]
+
+
+def test_the_feedback_probe_moves_each_query_towards_its_top_documents(workdir: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture) -> None:
+    import numpy as np
+    import torch
+
+    from rerank.data.trec import top_k
+    from rerank.evaluation import evaluate
+    from rerank.teacher import bi_encoder_scores, blend
+
+    probe = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "probe_teacher_feedback.py"))
+    generator = np.random.default_rng(0)
+    vectors = {name: generator.normal(size=4) for name in ("q", "a", "b", "c")}
+    by_query = {"1": torch.tensor(vectors["q"])}
+    by_doc = {doc: torch.tensor(vectors[doc]) for doc in "abc"}
+    candidates, ranking = {"1": dict.fromkeys("abc", 0.0)}, {"1": {"a": 0.1, "b": 0.9, "c": 0.5}}
+    scores = probe["feedback_scores"](by_query, by_doc, candidates, ranking, 2, 0.3)
+    moved = 0.7 * vectors["q"] + 0.3 * (vectors["b"] + vectors["c"]) / 2  # by hand: the top 2 of the ranking
+    moved /= np.linalg.norm(moved)
+    assert [scores["1"][doc] for doc in "abc"] == pytest.approx([moved @ vectors[doc] for doc in "abc"], abs=1e-9)
+
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    model = tiny_bi_encoder(tmp_path)
+    probe["main"](["--data.collection", json.dumps(CRANFIELD), "--run", str(workdir / "bm25.run"), "--depth", "10",
+                   "--bi_encoder", str(model), "--max_length", "64", "--feedback_depths", "[2]",
+                   "--feedback_weights", "[0.5]"])
+    printed = " ".join(capsys.readouterr().out.split())
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    candidates = {qid: docs for qid, docs in top_k(read_run(workdir / "bm25.run"), 10).items()
+                  if qid in collection.qrels}
+    bi = bi_encoder_scores(candidates, collection.queries, collection.documents, str(model), 64)
+    references = [evaluate(run, collection.qrels, ["nDCG@10"]).mean["nDCG@10"]
+                  for run in (candidates, bi, blend(bi, candidates, 0.4))]
+    assert (f"first stage {references[0]:.4f}, bi-encoder {references[1]:.4f}, ensemble (w = 0.4) "
+            f"{references[2]:.4f}") in printed
+    assert all(f"{ranking} │ 2 │ 0.5 │" in printed for ranking in ("bi-encoder", "ensemble", "first stage"))
