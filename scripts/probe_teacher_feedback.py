@@ -30,7 +30,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from rich.console import Console
 from rich.table import Table
 
-from rerank.cli.arguments import RerankCLI
+from rerank.cli.arguments import RerankCLI, run
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.trec import Run, read_run, top_k
 from rerank.evaluation import evaluate
@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> None:
     cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="probe_teacher_feedback.py",
                     description=__doc__.splitlines()[0], arguments=_arguments, instantiate=False)
     args = cli.config
+    if min(args.feedback_depths, default=0) < 1 or not all(0 < beta <= 1 for beta in args.feedback_weights):
+        raise ValueError(f"--feedback_depths must be positive and --feedback_weights in (0, 1]; got "
+                         f"{args.feedback_depths} and {args.feedback_weights}")
     collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
     qrels = collection.qrels
     candidates = {qid: docs for qid, docs in top_k(read_run(args.run, queries=collection.queries),
@@ -99,4 +102,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

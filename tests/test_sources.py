@@ -457,3 +457,6 @@ def test_the_feedback_probe_moves_each_query_towards_its_top_documents(workdir: 
     assert (f"first stage {references[0]:.4f}, bi-encoder {references[1]:.4f}, ensemble (w = 0.4) "
             f"{references[2]:.4f}") in printed
     assert all(f"{ranking} │ 2 │ 0.5 │" in printed for ranking in ("bi-encoder", "ensemble", "first stage"))
+    with pytest.raises(ValueError, match=r"--feedback_depths must be positive .*got \[0\]"):
+        probe["main"](["--data.collection", json.dumps(CRANFIELD), "--run", str(workdir / "bm25.run"),
+                       "--feedback_depths", "[0]"])
