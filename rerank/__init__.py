@@ -12,22 +12,46 @@ The public API (everything else is an implementation detail that may move)::
 - :func:`evaluate`: trec_eval measures of a run.
 - :class:`CrossEncoderModel`: the scoring model; :class:`RunDirectory`: where ``rerank fit`` writes.
 
-The command line is ``rerank <command>`` (:mod:`rerank.cli`).
+The command line is ``rerank <command>`` (:mod:`rerank.cli`). Each name is imported on first use (PEP 562), so
+``import rerank`` and the command line's help load neither torch nor Lightning.
 """
 
-from .cross_encoder import CrossEncoderModel
-from .data.collection import CollectionConfig
-from .data.datamodule import RerankDataModule
-from .data.folds import FoldsConfig
-from .data.tokenization import TokenizationConfig
-from .evaluation import evaluate
-from .first_stage import FirstStageConfig
-from .lightning_module import RerankModule
-from .losses import LOSSES, RankingLoss, build
-from .reranker import Reranker
-from .run_directory import RunDirectory
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .cross_encoder import CrossEncoderModel
+    from .data.collection import CollectionConfig
+    from .data.datamodule import RerankDataModule
+    from .data.folds import FoldsConfig
+    from .data.tokenization import TokenizationConfig
+    from .evaluation import evaluate
+    from .first_stage import FirstStageConfig
+    from .lightning_module import RerankModule
+    from .losses import LOSSES, RankingLoss, build
+    from .reranker import Reranker
+    from .run_directory import RunDirectory
 
 __version__ = "0.2.0"
+
+_WHERE = {
+    "CrossEncoderModel": ".cross_encoder",
+    "CollectionConfig": ".data.collection",
+    "RerankDataModule": ".data.datamodule",
+    "FoldsConfig": ".data.folds",
+    "TokenizationConfig": ".data.tokenization",
+    "evaluate": ".evaluation",
+    "FirstStageConfig": ".first_stage",
+    "RerankModule": ".lightning_module",
+    "LOSSES": ".losses",
+    "RankingLoss": ".losses",
+    "build": ".losses",
+    "Reranker": ".reranker",
+    "RunDirectory": ".run_directory",
+}
+"""Each public name and the module it lives in."""
 
 __all__ = [
     "LOSSES",
@@ -45,3 +69,15 @@ __all__ = [
     "build",
     "evaluate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -23,17 +23,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
-from .data.tokenization import PairInputs, PairTokenizer, TokenizationConfig
+from .data.tokenization import PairInputs, PairTokenizer, TokenizationConfig, query_lengths
 
 logger = logging.getLogger(__name__)
 
+ENCODER_DROPOUTS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout")
+"""The dropout settings of Hugging Face encoder configs (BERT's, ELECTRA's and MiniLM's; DistilBERT's)."""
 CONFIG_KEY = "rerank"
 """The key of ``config.json`` that holds what rerank trained the model with (``{"tokenization": {...}}``)."""
 
@@ -48,12 +50,13 @@ class CrossEncoderModel(nn.Module):
             raise ValueError(f"a cross-encoder has one output; this model has num_labels={model.config.num_labels}")
         self.model = model
         self.tokenizer = tokenizer
-        self.tokenization = tokenization or saved_tokenization(model.config) or default_tokenization(tokenizer)
+        self.tokenization = (tokenization or saved_tokenization(model.config)
+                             or default_tokenization(tokenizer)).check_resolved()
 
     @classmethod
     def from_pretrained(
         cls, name_or_path: str, dropout: float | None = None, gradient_checkpointing: bool = False,
-        tokenization: TokenizationConfig | None = None,
+        tokenization: TokenizationConfig | None = None, encoder_dropout: float | None = None,
     ) -> CrossEncoderModel:
         """Load an encoder (new head) or a one-label sequence-classification model (its trained head kept).
 
@@ -62,9 +65,12 @@ class CrossEncoderModel(nn.Module):
             dropout: the classifier dropout (default: the model config's).
             gradient_checkpointing: trade compute for memory in the encoder's backward pass.
             tokenization: lengths and passages (default: those the folder was trained with, else the defaults).
+            encoder_dropout: the encoder's dropout, of hidden states and attention probabilities (default: the
+                model config's; BERT's classifier follows it unless ``dropout`` is given).
 
         Raises:
             OSError: the model is neither a local folder nor in the Hugging Face cache (offline), with the id.
+            ValueError: ``encoder_dropout`` for a model whose config names no dropout rerank knows.
         """
         with _explained(name_or_path):
             config = AutoConfig.from_pretrained(name_or_path)
@@ -74,6 +80,13 @@ class CrossEncoderModel(nn.Module):
         config.num_labels = 1
         if dropout is not None:
             config.classifier_dropout = dropout
+        if encoder_dropout is not None:
+            names = [name for name in ENCODER_DROPOUTS if hasattr(config, name)]
+            if not names:
+                raise ValueError(f"model.encoder_dropout: the config of {name_or_path} has none of "
+                                 f"{', '.join(ENCODER_DROPOUTS)}")
+            for name in names:
+                setattr(config, name, encoder_dropout)
         # float32 weights whatever the folder holds (a half-precision export, say): training keeps float32 master
         # weights under mixed precision, and Reranker casts for inference (its precision option)
         model = AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config).float()
@@ -121,6 +134,13 @@ class CrossEncoderModel(nn.Module):
         encoder = {id(p) for p in self.model.base_model.parameters()}
         return [p for p in self.model.parameters() if id(p) not in encoder]
 
+    def freeze_embeddings(self) -> None:
+        """Keep the encoder's embeddings (tokens, positions, segments and their LayerNorm) as loaded: no gradient,
+        no optimizer state (a sixth less work per step for MiniLM on a CPU; docs/benchmarks.md)."""
+        embeddings = getattr(self.model.base_model, "embeddings", None) or self.model.get_input_embeddings()
+        for parameter in embeddings.parameters():
+            parameter.requires_grad_(False)
+
     def encoder_parameters(self) -> list[nn.Parameter]:
         """The parameters of the base encoder."""
         return list(self.model.base_model.parameters())
@@ -164,6 +184,27 @@ def resolve_tokenization(name_or_path: str, tokenization: TokenizationConfig | N
     with _explained(name_or_path):
         config = AutoConfig.from_pretrained(name_or_path)
     return saved_tokenization(config) or default_tokenization(load_tokenizer(name_or_path))
+
+
+def size_query_budget(tokenization: TokenizationConfig, name_or_path: str, queries: Collection[str],
+                      where: str) -> TokenizationConfig:
+    """``tokenization`` with ``max_query_length: auto`` resolved: for a model exported by rerank, the budget it was
+    trained with (it keeps its settings); else from ``queries`` (:meth:`TokenizationConfig.sized_for`), logged
+    with the queries' ``where``."""
+    if tokenization.resolved:
+        return tokenization
+    with _explained(name_or_path):
+        saved = saved_tokenization(AutoConfig.from_pretrained(name_or_path))
+    if saved is not None:
+        logger.info("model.tokenization.max_query_length auto: %d tokens, as %s was trained with",
+                    saved.max_query_length, name_or_path)
+        return dataclasses.replace(tokenization, max_query_length=saved.max_query_length)
+    lengths = query_lengths(load_tokenizer(name_or_path), list(queries))
+    sized = tokenization.sized_for(lengths)
+    logger.info("model.tokenization.max_query_length auto: %d tokens for the %d queries of %s (the longest has %d; "
+                "at most half of max_length %d)", sized.max_query_length, len(lengths), where, max(lengths, default=0),
+                tokenization.max_length)
+    return sized
 
 
 def max_over_passages(row_scores: Tensor, pair_of_row: Tensor, pairs: int) -> Tensor:

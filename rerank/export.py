@@ -24,7 +24,7 @@ import yaml
 from . import speedups
 from .atomic import atomic_directory
 from .cross_encoder import CrossEncoderModel
-from .run_directory import RunDirectory
+from .run_directory import RunDirectory, measures_of
 
 logger = logging.getLogger(__name__)
 
@@ -124,5 +124,5 @@ def card_from_run(checkpoint: Path, hparams: dict[str, Any]) -> dict[str, Any]:
 
 
 def card_metrics(metrics: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-    """The measures of each system, without the interpolation weight."""
-    return {system: {k: v for k, v in values.items() if k != "w"} for system, values in metrics.items()}
+    """The measures of each system, without the fusion weights."""
+    return {system: measures_of(values) for system, values in metrics.items()}

@@ -21,8 +21,10 @@ Validation and test re-rank every candidate of their queries, gather the scores 
 evaluate the whole run with trec_eval (:func:`rerank.evaluation.evaluate`) against the qrels of the split,
 which the module receives as ``judgments`` (the CLI links them from the data module), beside the first-stage
 run that was re-ranked (its scores travel with the batches). Optionally (``interpolate: true``) the re-ranker's
-scores are also interpolated with the first stage's (:mod:`rerank.interpolation`), the weight chosen on
-validation. Prediction scores the pairs of :meth:`RerankDataModule.predict_dataloader` and returns them.
+scores are also interpolated with the first stage's (``interpolated``) and, when it learns from a teacher, fused
+with the teacher's and the first stage's (``fused``; the module receives the teacher's scores as ``teacher_run``,
+linked from the data module like ``judgments``), the weights chosen on validation (:mod:`rerank.interpolation`).
+Prediction scores the pairs of :meth:`RerankDataModule.predict_dataloader` and returns them.
 
 Dropout noise is drawn from a generator seeded by (seed, epoch, batch, process), so a run resumed from a
 mid-epoch checkpoint replays the same steps as one that was never interrupted, and under DDP each process draws
@@ -48,13 +50,17 @@ from .data.batches import EvaluationBatch, TrainingBatch
 from .data.tokenization import TokenizationConfig
 from .data.trec import Qrels, Run, write_run
 from .evaluation import METRICS, evaluate, trec_measure
-from .interpolation import DEFAULT_GRID, best_weight, interpolate
+from .interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
 from .losses import RankingLoss
 from .losses import build as build_loss
 from .run_directory import Metrics, RunDirectory
 
 Judgments = Callable[[str], Qrels]
 """The qrels of a split (``validation``, ``test``), e.g. :meth:`RerankDataModule.judgments`."""
+TeacherRun = Callable[[str], Run | None]
+"""The teacher's scores of a split's candidates, e.g. :meth:`RerankDataModule.teacher_run`."""
+FUSED = ("reranker", "teacher", "first_stage")
+"""The runs that ``fused`` mixes, in the order of its weights."""
 Scored = list[tuple[str, str, float, float]]
 """``(query id, doc id, score, first-stage score)`` rows."""
 
@@ -74,6 +80,8 @@ class RerankModule(pl.LightningModule):
         tokenization: lengths and passages of the (query, document) rows; None: those the model was exported
             with, else the defaults. Exported with the model.
         dropout: classifier dropout (default: the model's).
+        encoder_dropout: the encoder's dropout (hidden states and attention probabilities; default: the model's).
+        freeze_embeddings: train the encoder above its embeddings only (they keep the loaded weights).
         gradient_checkpointing: recompute encoder activations in the backward pass to save memory.
         speedups: ``auto`` (the CPU speed-ups of :mod:`rerank.speedups` where they fit the model) or ``off``.
         forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
@@ -84,10 +92,14 @@ class RerankModule(pl.LightningModule):
         warmup: linear warmup, as a fraction of all optimizer steps (< 1) or a number of steps; then linear decay.
         metrics: measures reported for validation and test (aliases or trec_eval names).
         selection_metric: the validation measure that selects the best checkpoint and the interpolation weight.
-        interpolate: also report ``w * z(re-ranker) + (1 - w) * z(first stage)``, ``w`` chosen on validation.
-        interpolation_grid: the weights tried.
+        interpolate: also report ``w * z(re-ranker) + (1 - w) * z(first stage)`` (``interpolated``) and, with a
+            teacher, ``w_r z(re-ranker) + w_t z(teacher) + w_f z(first stage)`` (``fused``), weights chosen on
+            validation.
+        interpolation_grid: the weights tried for ``interpolated``.
         judgments: the qrels of each evaluated split (linked from the data module by the CLI; needed for
             validation and test, not for training or prediction).
+        teacher_run: the teacher's scores of each evaluated split's candidates, or None without a teacher
+            (linked from the data module by the CLI; for ``fused``).
     """
 
     def __init__(
@@ -100,6 +112,8 @@ class RerankModule(pl.LightningModule):
         teacher_weight: float = 1.0,
         tokenization: TokenizationConfig | None = None,
         dropout: float | None = None,
+        encoder_dropout: float | None = None,
+        freeze_embeddings: bool = False,
         gradient_checkpointing: bool = False,
         speedups: str = "auto",
         forward_chunk_size: int | None = 8,
@@ -112,9 +126,10 @@ class RerankModule(pl.LightningModule):
         interpolate: bool = False,
         interpolation_grid: Sequence[float] = DEFAULT_GRID,
         judgments: Judgments | None = None,
+        teacher_run: TeacherRun | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["judgments"])
+        self.save_hyperparameters(ignore=["judgments", "teacher_run"])
         for measure in (*metrics, selection_metric):
             trec_measure(measure)  # unknown measure names fail now, not after the first epoch
         if selection_metric not in metrics:
@@ -135,12 +150,19 @@ class RerankModule(pl.LightningModule):
                              "distill_listnet, distill_ranknet or margin_mse")
         if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
             tokenization = TokenizationConfig(**tokenization)
-        self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization)
+        for name, value in (("dropout", dropout), ("encoder_dropout", encoder_dropout)):
+            if value is not None and not 0 <= value < 1:
+                raise ValueError(f"model.{name} must lie in [0, 1); got {value}")
+        self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization,
+                                                       encoder_dropout)
+        if freeze_embeddings:
+            self.model.freeze_embeddings()
         self.model.train()
         self.hparams["tokenization"] = dataclasses.asdict(self.model.tokenization)  # what export records
         self.speedups = speedups_module.enable(self.model.model) if speedups == "auto" else []
-        self.judgments = judgments
+        self.judgments, self.teacher_run = judgments, teacher_run
         self.interpolation_weight: float | None = None
+        self.fusion_weights: tuple[float, ...] | None = None
         self.test_report: Metrics = {}
         self._outputs: Scored = []
         self._seed = 0
@@ -249,6 +271,12 @@ class RerankModule(pl.LightningModule):
             self.interpolation_weight, value = best_weight(
                 reranker, first_stage, self._qrels("validation"), selection, self.hparams.interpolation_grid)
             metrics |= {"val/interpolation_weight": self.interpolation_weight, f"val/interpolated_{selection}": value}
+            teacher = self.teacher_run("validation") if self.teacher_run is not None else None
+            if teacher is not None:
+                self.fusion_weights, value = best_weights([reranker, teacher, first_stage],
+                                                          self._qrels("validation"), selection)
+                metrics |= {f"val/fusion_weight_{name}": weight for name, weight in zip(FUSED, self.fusion_weights)}
+                metrics[f"val/fused_{selection}"] = value
         self.log_dict(metrics, prog_bar=False)
         self._write_run(reranker, "validation")
 
@@ -262,6 +290,14 @@ class RerankModule(pl.LightningModule):
             interpolated = interpolate(reranker, first_stage, weight)
             report["interpolated"] = {"w": weight, **self._evaluate(interpolated, "test")}
             self._write_run(interpolated, "test.interpolated")
+        fusing = self.hparams.interpolate and self.fusion_weights is not None and self.teacher_run is not None
+        teacher = self.teacher_run("test") if fusing else None
+        if teacher is not None:
+            self._write_run(teacher, "test.teacher")
+            fused = fuse([reranker, teacher, first_stage], self.fusion_weights)
+            report["fused"] = {**{f"w_{name}": w for name, w in zip(FUSED, self.fusion_weights)},
+                               **self._evaluate(fused, "test")}
+            self._write_run(fused, "test.fused")
         self.test_report = report
         self.log_dict({f"test/{system}/{name}": value for system, values in report.items()
                        for name, value in values.items()})
@@ -273,9 +309,12 @@ class RerankModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["interpolation_weight"] = self.interpolation_weight
+        checkpoint["fusion_weights"] = list(self.fusion_weights) if self.fusion_weights is not None else None
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.interpolation_weight = checkpoint.get("interpolation_weight")
+        weights = checkpoint.get("fusion_weights")
+        self.fusion_weights = tuple(weights) if weights is not None else None
 
 
 def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:

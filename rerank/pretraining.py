@@ -22,7 +22,7 @@ trains, for another ``max_steps`` steps from where round r left the weights, on 
 mixed with round r's student (``teacher.student``, :mod:`rerank.teacher`; ``student_weight``, half and half by
 default), which scores every candidate of the sources in the stage's precision. Such a mix ranks better than either
 of its parts, but on Cranfield a second round of 1,200 steps did not make a better student than one round of 2,400
-(docs/results.md). The training sources of ``data.train`` then learn from the last round's teacher. Every round is
+(docs/ablations.md). The training sources of ``data.train`` then learn from the last round's teacher. Every round is
 cached, round 1 under the key a one-round stage has, so ``rounds: 2`` continues from a cached ``rounds: 1``.
 """
 
@@ -43,7 +43,7 @@ from .data.datamodule import RerankDataModule
 from .data.sources import SourceConfig, as_source_config
 from .export import export
 from .lightning_module import RerankModule
-from .progress import progress_callbacks
+from .progress import stage_callbacks
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,8 @@ def _round(path: Path, module: RerankModule, data: RerankDataModule, sources: li
     logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(sources))
     stage = RerankDataModule(**{**data.settings, "train": sources, "output_dir": str(data.directory.root / "pretrain")})
     stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
-                               enable_checkpointing=False, logger=False, callbacks=progress_callbacks(),
+                               enable_checkpointing=False, logger=False,
+                               callbacks=stage_callbacks(f"pre-training, {name}", options.get("enable_progress_bar")),
                                default_root_dir=str(data.directory.root / "pretrain"))
     stage_trainer.fit(module, datamodule=stage)
     if stage_trainer.is_global_zero:

@@ -6,6 +6,10 @@ an hours-long fit would print no sign of life. There, every command that trains 
 logs a line at most once a minute::
 
     INFO rerank.progress: step 200/1200 (16 %), loss 0.6120, 1.52 s/step, about 25 min left
+
+A Trainer bounded by steps rather than epochs (the judgment-free stage, :mod:`rerank.pretraining`) has no epoch
+count (``max_epochs`` -1), which Lightning's bar shows as ``Epoch 0/-2``: :class:`StageProgressBar` names the
+stage instead.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import time
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.callbacks import RichProgressBar
 
 logger = logging.getLogger(__name__)
 
@@ -59,3 +64,22 @@ class LogProgress(pl.Callback):
 def progress_callbacks() -> list[pl.Callback]:
     """:class:`LogProgress` when the log is not a terminal (where a progress bar shows), else nothing."""
     return [] if sys.stderr.isatty() else [LogProgress()]
+
+
+class StageProgressBar(RichProgressBar):
+    """Lightning's rich progress bar, with ``description`` where it would show ``Epoch 0/-2`` for a Trainer bounded
+    by steps."""
+
+    def __init__(self, description: str) -> None:
+        super().__init__()
+        self.description = description
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        return self.description
+
+
+def stage_callbacks(description: str, enable_progress_bar: bool | None) -> list[pl.Callback]:
+    """The progress callbacks of a step-bounded stage: :func:`progress_callbacks` and, unless the progress bar is
+    off (``trainer.enable_progress_bar: false``), a :class:`StageProgressBar` showing ``description``."""
+    bar = [] if enable_progress_bar is False else [StageProgressBar(description)]
+    return [*progress_callbacks(), *bar]

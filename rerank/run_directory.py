@@ -6,14 +6,17 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/first_stage.trec          the first-stage candidates of every query
     DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
     DIR/checkpoints/best.ckpt     best on model.selection_metric;  last.ckpt: for resuming
-    DIR/runs/validation.run       the latest validation run;  test.run, test.interpolated.run
-    DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "interpolated": {"w": ..., ...}}
+    DIR/runs/validation.run       the latest validation run;  test.run, test.interpolated.run, test.fused.run,
+                                  test.teacher.run (the teacher's scores of the test candidates, beside fused)
+    DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "interpolated": {"w": ..., ...},
+                                   "fused": {"w_reranker": ..., "w_teacher": ..., "w_first_stage": ..., ...}}
     DIR/model/                    the best checkpoint, exported (transformers, sentence-transformers, ONNX)
 
 A **cross-validation directory** (``rerank cv --output_dir DIR``)::
 
     DIR/fold<k>/                  a run directory per test fold
-    DIR/test.run                  the folds' test runs, concatenated;  first_stage.run, test.interpolated.run
+    DIR/test.run                  the folds' test runs, concatenated;  first_stage.run, test.interpolated.run,
+                                  test.fused.run
     DIR/cv_metrics.json           {"folds": [...], "all_queries": {system: {...}}, "over_folds": {...},
                                    "per_fold": {system: [{...} per fold]}}
 
@@ -36,13 +39,20 @@ from typing import Any
 
 from .atomic import atomic_write
 
-SYSTEMS = ("reranker", "first_stage", "interpolated")
-"""The systems a fit reports: the re-ranker, the first-stage run it re-ranks, and their interpolation."""
+FUSIONS = ("interpolated", "fused")
+"""The systems that mix the re-ranker's scores with others' (:mod:`rerank.interpolation`), with their weights."""
+SYSTEMS = ("reranker", "first_stage", *FUSIONS)
+"""The systems a fit reports: the re-ranker, the first-stage run it re-ranks, and the fusions."""
 LEGACY_FIRST_STAGE = "bm25"
 """The former name of ``first_stage`` in ``metrics.json`` and of ``first_stage.run``, still written and read."""
 
 Metrics = dict[str, dict[str, float]]
-"""``{system: {measure: value}}``; ``interpolated`` also holds its weight ``w``."""
+"""``{system: {measure: value}}``; the fusions also hold their weights (``w``, ``w_<run>``)."""
+
+
+def measures_of(values: dict[str, float]) -> dict[str, float]:
+    """A system's measures, without the fusion weights (``w``, ``w_reranker``, ...)."""
+    return {name: value for name, value in values.items() if name != "w" and not name.startswith("w_")}
 
 
 def write_json(data: Any, path: Path) -> None:
@@ -98,7 +108,7 @@ class RunDirectory:
         return self.root / "runs"
 
     def run(self, name: str) -> Path:
-        """``runs/<name>.run``: ``validation``, ``test`` or ``test.interpolated``."""
+        """``runs/<name>.run``: ``validation``, ``test``, ``test.interpolated``, ``test.fused`` or ``test.teacher``."""
         return self.runs / f"{name}.run"
 
     @property
@@ -222,8 +232,8 @@ class CrossValidationDirectory:
             legacy = self.root / f"{LEGACY_FIRST_STAGE}.run"
             if legacy.exists():
                 return legacy
-        return self.root / {"reranker": "test.run", "first_stage": "first_stage.run",
-                            "interpolated": "test.interpolated.run"}[system]
+        return self.root / ("test.run" if system == "reranker" else "first_stage.run" if system == "first_stage"
+                            else f"test.{system}.run")
 
     @property
     def metrics(self) -> Path:

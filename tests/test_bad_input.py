@@ -183,8 +183,91 @@ def test_the_console_script_prints_one_line_and_no_traceback(files: Files) -> No
 
 
 def test_the_debug_switch_raises_the_error_with_its_traceback(files: Files, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rerank.cli.arguments import run
+    from rerank.cli.errors import run
 
     monkeypatch.setenv("RERANK_DEBUG", "1")
     with pytest.raises(ValueError, match=r"model.encoder_lr must be > 0"):
         run(cli.main, files.arguments("fit", "--model.encoder_lr=-1"))
+
+
+LATIN1 = "é".encode("latin-1")  # 0xe9: a Latin-1 file read as UTF-8
+TOPICS = "<top>\n<num> Number: 1\n<title> wind tunnel\n<desc> Description:\n{}\n</top>\n"
+
+
+def bad_file(files: Files, which: str) -> tuple[list[str], Path, int, int]:
+    """The options that make a command read ``which`` with a Latin-1 byte, the file, its line and column."""
+    if which == "docs.jsonl":
+        lines = files.docs.read_bytes().splitlines(keepends=True)
+        lines[2] = b'{"doc_id": "d2", "text": "caf' + LATIN1 + b'"}\n'
+        files.docs.write_bytes(b"".join(lines))
+        return files.arguments("bm25"), files.docs, 3, 30
+    path = files.root / which
+    if which == "docs.tsv":
+        path.write_bytes(b"d0\twind tunnel\nd1\theat caf" + LATIN1 + b"\n")
+        return files.arguments("bm25", "--data.collection", files.collection(docs=str(path))), path, 2, 12
+    if which == "queries.tsv":
+        path.write_bytes(b"1\twind tunnel\n2\theat caf" + LATIN1 + b"\n")
+        return files.arguments("bm25", "--data.collection", files.collection(queries=str(path))), path, 2, 11
+    if which == "topics.txt":
+        path.write_bytes(TOPICS.format("flow caf\0").encode().replace(b"\0", LATIN1))
+        return files.arguments("bm25", "--data.collection", files.collection(queries=str(path))), path, 5, 9
+    if which == "qrels.txt":
+        path.write_bytes(b"1 0 d0 1\n2 0 d2 1 caf" + LATIN1 + b"\n")
+        return files.arguments("bm25", "--data.collection", files.collection(qrels=str(path))), path, 2, 13
+    if which == "first_stage.run":
+        path.write_bytes(b"1 Q0 d0 1 2.0 x\n1 Q0 d1 2 1.0 caf" + LATIN1 + b"\n")
+        return files.arguments("bm25", "--data.first_stage.backend", "run", "--data.first_stage.run",
+                               str(path)), path, 2, 18
+    if which == "teacher.run":
+        path.write_bytes(b"1 Q0 d0 1 2.0 x\n1 Q0 d1 2 1.0 caf" + LATIN1 + b"\n")
+        source = json.dumps([{"targets": "both", "teacher": {"run": str(path)}}])
+        return files.arguments("fit", "--data.train", source), path, 2, 18
+    path.write_bytes(b"# caf" + LATIN1 + b"\ndata:\n  rerank_depth: 5\n")  # config.yaml
+    return files.arguments("bm25", "--config", str(path)), path, 1, 6
+
+
+@pytest.mark.parametrize("which", ["docs.jsonl", "docs.tsv", "queries.tsv", "topics.txt", "qrels.txt",
+                                   "first_stage.run", "teacher.run", "config.yaml"])
+def test_a_byte_that_is_not_utf8_is_named_with_its_file_and_line(files: Files, capsys: pytest.CaptureFixture,
+                                                                 which: str) -> None:
+    arguments, path, line, column = bad_file(files, which)
+    message = fails(files, arguments, capsys)
+    assert f"error: {path}:{line}: not UTF-8 text (byte 0xe9 at column {column}): save the file as UTF-8" in message
+
+
+def test_a_yaml_syntax_error_is_one_line_naming_the_config_file_and_line(files: Files,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    config = files.root / "mine.yaml"
+    config.write_text("model:\n  loss: listnet\n  encoder_lr: [1.0e-4\ndata:\n  rerank_depth: 5\n")
+    message = fails(files, files.arguments("fit", "--config", str(config)), capsys)
+    assert message.startswith(f"error: {config}:4:5: not valid YAML: while parsing a flow sequence expected ',' or "
+                              "']', but got ':' (the construct began on line 3)")
+    assert "usage:" not in message and "<unicode string>" not in message
+    config.write_text("data:\n  rerank_depth: 5\n   list_size: 4\n")  # a key indented one space too far
+    assert f"error: {config}:3:13: not valid YAML" in fails(files, files.arguments("bm25", "--config", str(config)),
+                                                            capsys)
+
+
+@pytest.mark.parametrize(("which", "what"), [("docs.jsonl", "doc_id 'd 9'"), ("docs.tsv", "doc_id 'd 9'"),
+                                             ("queries.tsv", "query id 'q 7'"), ("empty", "doc_id ''")])
+def test_ids_with_whitespace_are_refused_where_they_are_read(files: Files, capsys: pytest.CaptureFixture,
+                                                             which: str, what: str) -> None:
+    if which in ("docs.jsonl", "empty"):
+        files.write_docs(extra=json.dumps({"doc_id": "d 9" if which == "docs.jsonl" else "", "text": "wind"}) + "\n")
+        arguments, path, line = files.arguments("bm25"), files.docs, 7
+    elif which == "docs.tsv":
+        path, line = files.root / "docs.tsv", 2
+        path.write_text("d0\twind tunnel\nd 9\theat flux\n")
+        arguments = files.arguments("bm25", "--data.collection", files.collection(docs=str(path)))
+    else:
+        path, line = files.queries, len(QUERIES) + 1
+        path.write_text(path.read_text() + "q 7\twind\n")
+        arguments = files.arguments("bm25")
+    message = fails(files, arguments, capsys)
+    assert f"error: {path}:{line}: {what} is empty or holds whitespace, which TREC run and qrels files" in message
+
+
+def test_a_run_is_never_written_with_an_id_it_cannot_hold(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"doc_id 'd 9' is empty or holds whitespace"):
+        write_run({"1": {"d0": 2.0, "d 9": 1.0}}, tmp_path / "x.run")
+    assert not any(tmp_path.iterdir())  # nothing half-written

@@ -128,3 +128,34 @@ def test_pinned_batches_pin_every_tensor_and_share_the_rest(monkeypatch: pytest.
     evaluation = EvaluationBatch(inputs=inputs, query_ids=["q1", "q1"], doc_ids=["d1", "d2"],
                                  first_stage_scores=torch.tensor([2.0, 1.0]))
     assert evaluation.pin_memory().query_ids is evaluation.query_ids  # what is not a tensor is shared
+
+
+def test_encoder_dropout_zero_makes_training_forwards_deterministic(tmp_path: Path) -> None:
+    folder = str(tiny_bert(tmp_path / "bert", dropout=0.3))
+    inputs = CrossEncoderModel.from_pretrained(folder).pair_tokenizer()(["wind tunnel"] * 4, ["heat flux model"] * 4)
+    stock = CrossEncoderModel.from_pretrained(folder).train()
+    assert not torch.equal(stock.score(inputs), stock.score(inputs))  # dropout at 0.3 in the encoder
+    quiet = CrossEncoderModel.from_pretrained(folder, encoder_dropout=0.0, dropout=0.0).train()
+    config = quiet.model.config
+    assert (config.hidden_dropout_prob, config.attention_probs_dropout_prob) == (0.0, 0.0)
+    torch.testing.assert_close(quiet.score(inputs), quiet.score(inputs), rtol=0, atol=0)
+    torch.testing.assert_close(quiet.score(inputs), quiet.eval().score(inputs))  # as in evaluation
+
+
+def test_frozen_embeddings_keep_their_weights_while_the_rest_trains(tmp_path: Path) -> None:
+    from rerank.lightning_module import RerankModule
+
+    module = RerankModule(model_name=str(tiny_bert(tmp_path / "bert")), loss="listnet", freeze_embeddings=True,
+                          tokenization=TokenizationConfig(max_length=16, max_query_length=4))
+    embeddings = dict(module.model.model.base_model.embeddings.named_parameters())
+    assert embeddings and not any(parameter.requires_grad for parameter in embeddings.values())
+    before = {name: parameter.detach().clone() for name, parameter in module.model.named_parameters()}
+    optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=0.1)
+    inputs = module.model.pair_tokenizer()(["wind tunnel"] * 3, ["heat flux", "wind model", "tunnel laws"])
+    module.loss(module.model.score(inputs).view(1, 3), torch.tensor([[1, 0, 0]])).backward()
+    optimizer.step()
+    changed = {name for name, parameter in module.model.named_parameters() if not torch.equal(parameter, before[name])}
+    assert changed and not any(".embeddings." in name for name in changed)
+    assert any(".encoder." in name for name in changed)
+    with pytest.raises(ValueError, match=r"model.encoder_dropout must lie in \[0, 1\); got 1.0"):
+        RerankModule(model_name=str(tmp_path / "bert"), encoder_dropout=1.0)

@@ -7,6 +7,7 @@ import math
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
@@ -26,12 +27,15 @@ MEASURES = ("nDCG@10", "MAP", "MRR")  # not the default set: cv reports what the
 def cv_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """Folds 1 and 2 of a 3-fold cross-validation (2 training steps and a validation each); the config."""
     folder = cranfield_workdir(tmp_path_factory.mktemp("cv"))
+    bm25 = read_run(folder / "bm25.run")  # a teacher that ranks the candidates backwards, for the fused run
+    write_run({qid: {doc: -score for doc, score in docs.items()} for qid, docs in bm25.items()}, folder / "teacher.run")
     config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True,
                         "tokenization": {"max_length": 48, "max_query_length": 16},
                         "metrics": list(MEASURES), "selection_metric": "nDCG@10"},
               "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
                        "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
-                       "batch_size": 2},
+                       "batch_size": 2, "train": [{"queries": "train", "targets": "both",
+                                                   "teacher": {"run": str(folder / "teacher.run")}}]},
               "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
                           "num_sanity_val_steps": 0}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
@@ -49,7 +53,7 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
     assert all(list(values) == list(MEASURES) for values in report["all_queries"].values())
     assert all(list(values) == list(MEASURES) for values in report["over_folds"].values())
     for system, name in (("reranker", "test.run"), ("first_stage", "first_stage.run"),
-                         ("interpolated", "test.interpolated.run")):
+                         ("interpolated", "test.interpolated.run"), ("fused", "test.fused.run")):
         run = read_run(folder / name)
         assert sorted(run) == sorted(test)
         expected = evaluate(run, {q: qrels[q] for q in run}, ["nDCG@10", "MAP"]).mean
@@ -58,6 +62,29 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
         assert report["over_folds"][system]["MAP"]["mean"] == pytest.approx(statistics.fmean(per_fold))
         assert report["over_folds"][system]["MAP"]["stderr"] == pytest.approx(statistics.stdev(per_fold) / math.sqrt(2))
     assert all(len(docs) == 10 for docs in read_run(folder / "first_stage.run").values())
+
+
+def z_scores(scores: dict[str, float], docs: list[str]) -> np.ndarray:
+    values = np.array([scores[doc] for doc in docs])
+    return (values - values.mean()) / values.std() if values.std() > 0 else np.zeros(len(docs))
+
+
+def test_the_fused_run_mixes_the_reranker_teacher_and_first_stage_with_the_validation_weights(
+        cv_dir: tuple[Path, Path]) -> None:
+    folder, _ = cv_dir
+    for fold in (1, 2):
+        runs = folder / f"fold{fold}" / "runs"
+        metrics = json.loads((folder / f"fold{fold}" / "metrics.json").read_text())["fused"]
+        weights = [metrics["w_reranker"], metrics["w_teacher"], metrics["w_first_stage"]]
+        assert sum(weights) == pytest.approx(1.0) and all(w in [step / 10 for step in range(11)] for w in weights)
+        reranker, teacher = read_run(runs / "test.run"), read_run(runs / "test.teacher.run")
+        first_stage, fused = read_run(folder / f"fold{fold}" / "first_stage.trec"), read_run(runs / "test.fused.run")
+        assert sorted(fused) == sorted(reranker) == sorted(teacher)
+        for qid, scores in fused.items():
+            docs = sorted(reranker[qid])
+            assert sorted(scores) == docs and sorted(teacher[qid]) == docs
+            expected = sum(w * z_scores(run[qid], docs) for w, run in zip(weights, (reranker, teacher, first_stage)))
+            np.testing.assert_allclose([scores[doc] for doc in docs], expected, atol=2e-5)
 
 
 def test_cv_skips_finished_folds(cv_dir: tuple[Path, Path]) -> None:
@@ -73,8 +100,8 @@ def test_compare_reports_bonferroni_corrected_paired_t_tests(cv_dir: tuple[Path,
     folder, _ = cv_dir
     report = compare.main([str(folder), "--config", "cranfield", "--output", str(tmp_path)])
     assert report["baseline"] == "first_stage"
-    assert list(report["results"]) == ["first_stage", "listnet", "listnet/interpolated"]
-    assert report["comparisons"] == 2 * len(compare.MEASURES)
+    assert list(report["results"]) == ["first_stage", "listnet", "listnet/interpolated", "listnet/fused"]
+    assert report["comparisons"] == 3 * len(compare.MEASURES)
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
     ours, theirs = read_run(folder / "test.run"), read_run(folder / "first_stage.run")
     queries = sorted(theirs)
@@ -91,7 +118,7 @@ def test_compare_reports_bonferroni_corrected_paired_t_tests(cv_dir: tuple[Path,
     assert f"{report['results']['listnet'].mean['nDCG@20']:.4f}" in table
     assert (tmp_path / "per_query_ndcg20.png").stat().st_size > 1000 and (tmp_path / "per_fold.png").is_file()
     systems = (("first_stage", "first_stage.run"), ("listnet", "test.run"),
-               ("listnet/interpolated", "test.interpolated.run"))
+               ("listnet/interpolated", "test.interpolated.run"), ("listnet/fused", "test.fused.run"))
     folds = json.loads((folder / "cv_metrics.json").read_text())["folds"]  # the last rerank.cv call's folds
     for system, name in systems:
         plotted = compare.fold_values(folder, system, compare.PER_FOLD_MEASURES)  # the bars of per_fold.png

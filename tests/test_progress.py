@@ -9,9 +9,10 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
+from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.demos.boring_classes import BoringModel
 
-from rerank.progress import LogProgress, progress_callbacks
+from rerank.progress import LogProgress, StageProgressBar, progress_callbacks, stage_callbacks
 
 
 class Losses(pl.Callback):
@@ -66,3 +67,31 @@ def test_lines_come_at_most_once_an_interval_and_only_without_a_terminal(
     assert progress_callbacks() == []
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
     assert [type(callback) for callback in progress_callbacks()] == [LogProgress]
+
+
+class Descriptions(pl.Callback):
+    """The training description each progress bar of the Trainer shows in the first epoch."""
+
+    def __init__(self) -> None:
+        self.shown: list[str] = []
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.shown = self.shown or [bar._get_train_description(trainer.current_epoch) for bar in trainer.callbacks
+                                    if isinstance(bar, RichProgressBar)]
+
+
+@pytest.mark.parametrize(("bar", "expected"), [(RichProgressBar(), "Epoch 0/-2"),  # Lightning's, step-bounded
+                                               (StageProgressBar("pre-training, round 1 of 1"),
+                                                "pre-training, round 1 of 1")])
+def test_a_step_bounded_stage_is_named_not_numbered(tmp_path: Path, bar: RichProgressBar, expected: str) -> None:
+    descriptions = Descriptions()
+    trainer = pl.Trainer(max_steps=2, logger=False, enable_checkpointing=False, enable_model_summary=False,
+                         default_root_dir=str(tmp_path), callbacks=[bar, descriptions])
+    trainer.fit(BoringModel())
+    assert descriptions.shown == [expected]
+
+
+def test_the_stage_shows_its_bar_unless_bars_are_off() -> None:
+    shown = [type(c) for c in stage_callbacks("pre-training, round 1 of 2", None)]
+    assert StageProgressBar in shown
+    assert StageProgressBar not in [type(c) for c in stage_callbacks("pre-training, round 1 of 2", False)]

@@ -19,7 +19,7 @@ import torch
 import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 
-from rerank import fit
+from rerank.cli import fit
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig, kfold

@@ -3,6 +3,10 @@
 Every command parses its options the same way (:mod:`rerank.cli.arguments`): ``--config`` files that stack,
 bare config names from ``configs/``, and options spelled as in the YAML (``--data.first_stage.backend bm25s``).
 A user error prints one line and exits with status 2 (``RERANK_DEBUG=1`` shows the traceback).
+
+This module and the ones it loads first (:mod:`~rerank.cli.configs`, :mod:`~rerank.cli.schema`,
+:mod:`~rerank.cli.errors`) import neither torch nor Lightning: ``rerank --help``, ``rerank <command> --help``
+and a mistyped option or config file are answered before the command's libraries load.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .arguments import run
+from .errors import run
 
 COMMANDS = {
     "fit": "train a re-ranker, test its best checkpoint, export it",
@@ -22,6 +26,7 @@ COMMANDS = {
     "export": "export a checkpoint for transformers, sentence-transformers and ONNX",
 }
 MODULES = {"bm25": "first_stage"}
+HELP = ("-h", "--help")
 
 
 def usage() -> str:
@@ -31,14 +36,26 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Dispatch ``rerank <command> ...`` to ``rerank.cli.<command>.main``."""
+    """Dispatch ``rerank <command> ...`` to ``rerank.cli.<command>.main``, after the torch-free checks."""
     arguments = sys.argv[1:] if argv is None else argv
-    if not arguments or arguments[0] in ("-h", "--help"):
+    if not arguments or arguments[0] in HELP:
         print(usage())
         raise SystemExit(0 if arguments else 2)
     command, *options = arguments
     if command not in COMMANDS:
         print(f"rerank: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         raise SystemExit(2)
-    module = importlib.import_module(f"{__name__}.{MODULES.get(command, command)}")
-    run(module.main, options)
+    run(lambda _: dispatch(command, options))
+
+
+def dispatch(command: str, options: list[str]) -> None:
+    """``--help`` from the stored text, the stored schema's checks, then the command itself."""
+    from . import schema
+    from .configs import resolve_configs
+
+    if len(options) == 1 and options[0] in HELP and (text := schema.help_text(command)) is not None:
+        print(text, end="")
+        return
+    if not any(option in HELP for option in options):
+        schema.check(command, resolve_configs(options))
+    importlib.import_module(f"{__name__}.{MODULES.get(command, command)}").main(options)

@@ -11,63 +11,32 @@ is not a file. Commands add their own options (``rerank cv --folds``) and say wh
 
 from __future__ import annotations
 
-import os
-import sys
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
+from jsonargparse import Namespace
 from lightning.pytorch import Trainer
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
-from lightning.pytorch.utilities.exceptions import MisconfigurationException
 
 from ..checkpoint_io import AtomicCheckpointIO
+from ..cross_encoder import size_query_budget
+from ..data.collection import Collection, as_collection_config
 from ..data.datamodule import RerankDataModule
+from ..data.tokenization import AUTO, TokenizationConfig
 from ..lightning_module import RerankModule, check_list_size
 from ..losses import loss_class
 from ..precision import effective_precision
 from ..pretraining import PretrainConfig
 from ..progress import progress_callbacks
 from ..run_directory import RunDirectory
+from .configs import resolve_configs
+from .schema import RENAMED
 
 T = TypeVar("T")
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
-DEBUG = "RERANK_DEBUG"
-"""Set this environment variable (to 1) to see the traceback of a user error instead of its message alone."""
-RENAMED = {
-    "data.depth": "data.rerank_depth",
-    "first_stage.depth": "data.first_stage.retrieval_depth",
-    "data.max_length": "model.tokenization.max_length",
-    "data.max_query_length": "model.tokenization.max_query_length",
-    "data.passages": "model.tokenization.passages",
-    "data.stride": "model.tokenization.stride",
-    "data.max_passages": "model.tokenization.max_passages",
-}
-"""Options of earlier releases and their names now (named in the error a config using them gets)."""
-
-
-def resolve_config_path(name: str | Path) -> Path:
-    """``name`` if it is a file, else ``configs/<name>`` (with ``.yaml`` added when missing)."""
-    path = Path(name)
-    if path.is_file():
-        return path
-    for candidate in (CONFIG_DIR / path, CONFIG_DIR / path.with_suffix(".yaml")):
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"config {str(name)!r} not found (looked in the working directory and in {CONFIG_DIR})")
-
-
-def resolve_configs(argv: list[str]) -> list[str]:
-    """``--config NAME`` -> ``--config configs/NAME.yaml`` when NAME is not a file (also ``--config=NAME``)."""
-    resolved = list(argv)
-    for position, argument in enumerate(resolved):
-        if argument in ("--config", "-c") and position + 1 < len(resolved):
-            resolved[position + 1] = str(resolve_config_path(resolved[position + 1]))
-        elif argument.startswith("--config="):
-            resolved[position] = f"--config={resolve_config_path(argument.split('=', 1)[1])}"
-    return resolved
 
 
 class RerankParser(LightningArgumentParser):
@@ -123,12 +92,15 @@ class RerankCLI(LightningCLI):
         for key in ("checkpoint.dirpath", "last_checkpoint.dirpath"):
             parser.link_arguments("output_dir", key, compute_fn=_checkpoints)
         parser.link_arguments("data", "model.judgments", compute_fn=lambda data: data.judgments, apply_on="instantiate")
+        parser.link_arguments("data", "model.teacher_run", compute_fn=lambda data: data.teacher_run,
+                              apply_on="instantiate")
         if self._command_arguments is not None:
             self._command_arguments(parser)
 
     def before_instantiate_classes(self) -> None:
-        """Checks that span sections, before anything is built (the classes check their own options), and the
-        precision the Trainer runs in on this machine (:mod:`rerank.precision`)."""
+        """Checks that span sections, before anything is built (the classes check their own options), the
+        precision the Trainer runs in on this machine (:mod:`rerank.precision`) and an ``auto`` query budget
+        sized from the collection's queries."""
         config = self.config
         check_list_size(config.data.list_size, config.model.loss, loss_class(_plain(config.model.loss)))
         accumulate = config.trainer.accumulate_grad_batches
@@ -136,6 +108,19 @@ class RerankCLI(LightningCLI):
             raise ValueError(f"trainer.accumulate_grad_batches must be >= 1; got {accumulate}")
         if self._instantiate:
             config.trainer.precision = effective_precision(config.trainer.precision, config.trainer.accelerator)
+            self._size_query_budget()
+
+    def _size_query_budget(self) -> None:
+        """``model.tokenization.max_query_length: auto`` -> a number, for the model and the data alike."""
+        config = self.config
+        tokenization = _plain(config.model.tokenization)
+        if not tokenization or tokenization.get("max_query_length") != AUTO:
+            return
+        collection = Collection(as_collection_config(_plain(config.data.collection) or {}, "data.collection"))
+        sized = size_query_budget(TokenizationConfig(**tokenization), config.model.model_name,
+                                  collection.queries.values(), collection.name)
+        for section in (config.model, config.data):
+            section.tokenization = Namespace(dataclasses.asdict(sized))
 
     def instantiate_classes(self) -> None:
         if self._instantiate:
@@ -167,16 +152,3 @@ def _plain(value: Any) -> Any:
 
 def _checkpoints(output_dir: str) -> str:
     return str(RunDirectory(Path(output_dir)).checkpoints)
-
-
-def run(main: Callable[[list[str] | None], Any], argv: list[str] | None = None) -> None:
-    """Run a command's ``main``; a user error prints one line (its message) and exits 2, unless ``RERANK_DEBUG``
-    is set, which shows the traceback."""
-    try:
-        main(argv)
-    except (ValueError, OSError, RuntimeError, MisconfigurationException) as error:
-        if os.environ.get(DEBUG):
-            raise
-        print(f"error: {error}", file=sys.stderr)
-        print(f"(set {DEBUG}=1 for the traceback)", file=sys.stderr)
-        raise SystemExit(2) from None

@@ -1,14 +1,14 @@
 """Compare systems the way the papers report them: ``rerank compare A B ... --config cranfield.yaml``.
 
-Each system is a TREC run file or a ``rerank cv`` directory (its re-ranker's test run, and its interpolated run
-as ``<dir>/interpolated``; the first directory also brings its first-stage run, the candidates, as the system
-``first_stage``); the first system is the baseline. The qrels come from ``--qrels FILE`` or from the collection
-of the config (``data.collection``, as in every command). For P@1/5/10/20, MAP, nDCG@1/5/10/20 and nDCG over
-the judged queries of the baseline's run, it prints (and writes to ``--output DIR/report.md``) a markdown table
-in the style of SmoothI's Table 4, with a paired two-sided t-test over queries against the baseline,
-Bonferroni-corrected over the comparisons made (systems x measures): ``*`` marks p < alpha / comparisons. It
-saves two plots: per-fold bars per measure (for cv directories) and the sorted per-query nDCG@20 difference of
-each system against the baseline.
+Each system is a TREC run file or a ``rerank cv`` directory (its re-ranker's test run, and its interpolated and
+fused runs as ``<dir>/interpolated`` and ``<dir>/fused``; the first directory also brings its first-stage run, the
+candidates, as the system ``first_stage``); the first system is the baseline. The qrels come from ``--qrels FILE``
+or from the collection of the config (``data.collection``, as in every command). For P@1/5/10/20, MAP,
+nDCG@1/5/10/20 and nDCG over the judged queries of the baseline's run, it prints (and writes to ``--output
+DIR/report.md``) a markdown table in the style of SmoothI's Table 4, with a paired two-sided t-test over queries
+against the baseline, Bonferroni-corrected over the comparisons made (systems x measures): ``*`` marks p < alpha /
+comparisons. It saves two plots: per-fold bars per measure (for cv directories) and the sorted per-query nDCG@20
+difference of each system against the baseline.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from ..data.collection import Collection, as_collection_config
 from ..data.trec import Qrels, Run, read_qrels, read_run
 from ..evaluation import evaluate
 from ..logs import configure_logging
-from ..run_directory import CrossValidationDirectory
-from .arguments import RerankCLI, run
+from ..run_directory import FUSIONS, CrossValidationDirectory
+from .arguments import RerankCLI
+from .errors import run
 
 MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
 PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
@@ -36,8 +37,8 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 
 def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
-    """``name -> (run, cv directory or None)``; a cv directory gives its re-ranker, first-stage and interpolated
-    runs; a run file is named by its stem, or ``folder/stem`` when another system has that name."""
+    """``name -> (run, cv directory or None)``; a cv directory gives its re-ranker, first-stage, interpolated and
+    fused runs; a run file is named by its stem, or ``folder/stem`` when another system has that name."""
     systems: dict[str, tuple[Run, Path | None]] = {}
     files = [Path(name) for name in paths if not Path(name).is_dir()]
     stems_unique = len({path.stem for path in files}) == len(files)  # else name files parent/stem: hinge/test
@@ -49,8 +50,9 @@ def load_systems(paths: list[str]) -> dict[str, tuple[Run, Path | None]]:
                 raise FileNotFoundError(f"{path}: not a rerank cv directory (no {folder.run('reranker').name})")
             systems.setdefault("first_stage", (read_run(folder.run("first_stage")), path))  # the first one's
             systems[path.name] = (read_run(folder.run("reranker")), path)
-            if folder.run("interpolated").is_file():
-                systems[f"{path.name}/interpolated"] = (read_run(folder.run("interpolated")), path)
+            for fusion in FUSIONS:
+                if folder.run(fusion).is_file():
+                    systems[f"{path.name}/{fusion}"] = (read_run(folder.run(fusion)), path)
         else:
             label = path.stem if stems_unique and path.stem not in systems else f"{path.parent.name}/{path.stem}"
             if label in systems:
@@ -92,10 +94,10 @@ def markdown(report: dict) -> str:
 
 def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[int, dict[str, float]]:
     """``{test fold: {measure: value}}`` of ``system`` (``first_stage``, a cv directory's name, or
-    ``<name>/interpolated``) from the cv directory's ``cv_metrics.json``, for those of ``measures`` it reports
-    (its first four when none)."""
-    key = "first_stage" if system == "first_stage" else "interpolated" if system.endswith("/interpolated") \
-        else "reranker"
+    ``<name>/interpolated``, ``<name>/fused``) from the cv directory's ``cv_metrics.json``, for those of
+    ``measures`` it reports (its first four when none)."""
+    suffix = system.rsplit("/", 1)[-1]
+    key = "first_stage" if system == "first_stage" else suffix if "/" in system and suffix in FUSIONS else "reranker"
     directory = CrossValidationDirectory(folder)
     report = directory.read_metrics()
     if "per_fold" not in report:

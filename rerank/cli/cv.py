@@ -28,8 +28,9 @@ from ..data.folds import FoldsConfig
 from ..data.trec import Qrels, Run, read_run, write_run
 from ..evaluation import evaluate
 from ..logs import configure_logging
-from ..run_directory import SYSTEMS, CrossValidationDirectory, RunDirectory
-from .arguments import RerankCLI, run
+from ..run_directory import FUSIONS, SYSTEMS, CrossValidationDirectory, RunDirectory, measures_of
+from .arguments import RerankCLI
+from .errors import run
 
 logger = logging.getLogger(__name__)
 DESCRIPTION = __doc__.splitlines()[0]
@@ -64,10 +65,11 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels) 
         test = read_run(directory.run("test"))
         runs["reranker"].update(test)
         runs["first_stage"].update(first_stage_of(directory, test))
-        if directory.run("test.interpolated").exists():
-            runs["interpolated"].update(read_run(directory.run("test.interpolated")))
+        for fusion in FUSIONS:
+            if directory.run(f"test.{fusion}").exists():
+                runs[fusion].update(read_run(directory.run(f"test.{fusion}")))
         for system, values in directory.read_metrics().items():
-            per_fold[system].append({name: value for name, value in values.items() if name != "w"})
+            per_fold[system].append(measures_of(values))
     report: dict[str, Any] = {"folds": folds, "all_queries": {}, "over_folds": {}, "per_fold": {}}
     for system, system_run in runs.items():
         if not system_run:

@@ -16,7 +16,7 @@ from jsonargparse import ActionYesNo, ArgumentParser
 from ..export import card_from_run, export
 from ..lightning_module import RerankModule
 from ..logs import configure_logging
-from .arguments import run
+from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 

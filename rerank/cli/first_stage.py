@@ -23,7 +23,8 @@ from ..evaluation import evaluate
 from ..first_stage import FirstStageConfig, retrieve
 from ..logs import configure_logging
 from ..run_directory import RunDirectory
-from .arguments import RerankCLI, run
+from .arguments import RerankCLI
+from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 
@@ -36,9 +37,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
     first_stage = cli.option("data.first_stage", FirstStageConfig) or FirstStageConfig()
     directory = RunDirectory(Path(cli.config.output_dir))
+    qrels = collection.qrels  # read (and checked) before the retrieval, which can take long
     started = time.perf_counter()
     first_stage_run = retrieve(collection, first_stage)
-    metrics = evaluate(first_stage_run, collection.qrels, cli.config.model.metrics).mean
+    metrics = evaluate(first_stage_run, qrels, cli.config.model.metrics).mean
     write_run(first_stage_run, directory.first_stage_run, tag=f"first-stage-{first_stage.backend}")
     directory.write_metrics({"first_stage": metrics})
     Console(stderr=True).print(

@@ -27,7 +27,8 @@ from ..export import card_metrics, export
 from ..logs import configure_logging
 from ..pretraining import pretrain
 from ..run_directory import Metrics, RunDirectory
-from .arguments import RerankCLI, run
+from .arguments import RerankCLI
+from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 

@@ -29,7 +29,8 @@ from ..evaluation import evaluate
 from ..logs import configure_logging
 from ..prediction_writer import RunWriter
 from ..run_directory import Metrics, RunDirectory
-from .arguments import RerankCLI, run
+from .arguments import RerankCLI
+from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 RUN_NAME = "reranked"

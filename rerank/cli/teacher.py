@@ -25,7 +25,8 @@ from ..first_stage import FirstStageConfig, write_first_stage_run
 from ..logs import configure_logging
 from ..run_directory import Metrics, RunDirectory
 from ..teacher import DEFAULT_BI_ENCODER, TeacherConfig, teacher_scores
-from .arguments import RerankCLI, run
+from .arguments import RerankCLI
+from .errors import run
 from .predict import run_shortcut
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> Metrics:
                     description=DESCRIPTION, arguments=_arguments, instantiate=False)
     config = as_collection_config(cli.option("data.collection"), "data.collection")
     collection = Collection(config)
+    qrels = collection.qrels if collection.has_qrels else None  # read (and checked) before any scoring
     directory = RunDirectory(Path(cli.config.output_dir))
     write_first_stage_run(config, cli.option("data.first_stage", FirstStageConfig), directory.first_stage_run)
     candidates = top_k(read_run(directory.first_stage_run), cli.config.data.rerank_depth)
@@ -54,10 +56,10 @@ def main(argv: list[str] | None = None) -> Metrics:
     write_run(teacher_scores(teacher, candidates, collection.queries, collection.documents), directory.teacher_run,
               tag="teacher")
     metrics: Metrics = {}
-    if collection.has_qrels:
+    if qrels is not None:
         measures = cli.config.model.metrics
-        metrics = {"teacher": evaluate(read_run(directory.teacher_run), collection.qrels, measures).mean,
-                   "first_stage": evaluate(candidates, collection.qrels, measures).mean}
+        metrics = {"teacher": evaluate(read_run(directory.teacher_run), qrels, measures).mean,
+                   "first_stage": evaluate(candidates, qrels, measures).mean}
         directory.write_metrics(metrics)
         print(json.dumps(metrics, indent=2))
     return metrics

@@ -17,7 +17,6 @@ on-disk Arrow table (Hugging Face ``datasets``) with an id -> row index.
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import json
 import logging
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_directory
+from .lines import check_id, read_text, text_lines
 from .trec import Qrels, map_label, read_qrels
 
 logger = logging.getLogger(__name__)
@@ -360,18 +360,19 @@ class _LocalSource(_Source):
             from ir_datasets.util import LocalDownload
 
             topics = TrecQueries(LocalDownload(path), namespace="local", lang="en")
-            return {q.query_id: self.query_text(q._asdict(), f"{path} topic {q.query_id}")
-                    for q in topics.queries_iter()}
+            return {check_id(q.query_id, "query id", f"{path}, topic {q.query_id!r}"):
+                    self.query_text(q._asdict(), f"{path} topic {q.query_id}") for q in topics.queries_iter()}
         queries = {}
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-                if not row:
-                    continue
-                if len(row) < 2:
-                    raise ValueError(f"{path}:{number}: expected query_id<TAB>text, got {chr(9).join(row)!r}")
-                if row[0] in queries:
-                    raise ValueError(f"{path}:{number}: duplicate query id {row[0]!r}")
-                queries[row[0]] = self.query_text({"text": row[-1]}, f"{path}:{number}")
+        for number, line in text_lines(path):
+            row = _tab_separated(line)
+            if not row:
+                continue
+            if len(row) < 2:
+                raise ValueError(f"{path}:{number}: expected query_id<TAB>text, got {line.rstrip()!r}")
+            qid = check_id(row[0], "query id", f"{path}:{number}")
+            if qid in queries:
+                raise ValueError(f"{path}:{number}: duplicate query id {qid!r}")
+            queries[qid] = self.query_text({"text": row[-1]}, f"{path}:{number}")
         if not queries:
             raise ValueError(f"{path}: no queries (expected lines query_id<TAB>text, or TREC <top> topics)")
         return queries
@@ -410,8 +411,8 @@ def _check_ids(ids: set[str], known: Callable[[str], bool], what: str, where: st
 
 
 def _looks_like_trec_topics(path: Path) -> bool:
-    with path.open(encoding="utf-8-sig") as handle:
-        return "<top>" in handle.read(4096)
+    """Whether ``path`` holds TREC ``<top>`` blocks (the whole file is read: a byte that is not UTF-8 is named)."""
+    return "<top>" in read_text(path)
 
 
 class _ArrowDocuments(Documents):
@@ -504,24 +505,26 @@ their folder (``<cache>/table``)."""
 def _read_documents(path: str) -> Iterator[dict[str, str | int]]:
     """Rows ``{doc_id, title, text, line}`` of a JSONL or TSV document file, with the line number of any bad row."""
     source = Path(path)
-    with source.open(encoding="utf-8-sig", newline="") as handle:
-        if source.suffix in (".jsonl", ".json"):
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                    title = str(record.get("title") or "")
-                    yield {"doc_id": str(record["doc_id"]), "title": title, "text": _join(title, record.get("text")),
-                           "line": number}
-                except (json.JSONDecodeError, KeyError, TypeError) as error:
-                    raise ValueError(f"{source}:{number}: expected a JSON object with doc_id ({error}): "
-                                     f"{line[:200]!r}") from None
+    json_lines = source.suffix in (".jsonl", ".json")
+    for number, line in text_lines(source):
+        if not line.strip():
+            continue
+        where = f"{source}:{number}"
+        if json_lines:
+            try:
+                record = json.loads(line)
+                doc_id, title, text = str(record["doc_id"]), str(record.get("title") or ""), record.get("text")
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+                raise ValueError(f"{where}: expected a JSON object with doc_id ({error}): {line[:200]!r}") from None
         else:
-            for number, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-                if not row:
-                    continue
-                if len(row) not in (2, 3):
-                    raise ValueError(f"{source}:{number}: expected doc_id<TAB>[title<TAB>]text, got {len(row)} columns")
-                title = row[1] if len(row) == 3 else ""
-                yield {"doc_id": row[0], "title": title, "text": _join(title, row[-1]), "line": number}
+            row = _tab_separated(line)
+            if len(row) not in (2, 3):
+                raise ValueError(f"{where}: expected doc_id<TAB>[title<TAB>]text, got {len(row)} columns")
+            doc_id, title, text = row[0], row[1] if len(row) == 3 else "", row[-1]
+        yield {"doc_id": check_id(doc_id, "doc_id", where), "title": title, "text": _join(title, text), "line": number}
+
+
+def _tab_separated(line: str) -> list[str]:
+    """The columns of a TSV line (no quoting: a tab always separates); ``[]`` for a blank line."""
+    stripped = line.rstrip("\r\n")
+    return stripped.split("\t") if stripped else []

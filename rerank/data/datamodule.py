@@ -36,6 +36,7 @@ from torch.utils.data import DataLoader
 from ..cross_encoder import load_tokenizer, resolve_tokenization
 from ..first_stage import FirstStageConfig, write_first_stage_run
 from ..run_directory import RunDirectory
+from ..teacher import teacher_scores
 from .batches import EvaluationCollator, TrainingCollator
 from .collection import Collection, CollectionConfig, as_collection_config
 from .examples import (
@@ -49,7 +50,7 @@ from .examples import (
 )
 from .folds import SPLITS, FoldsConfig, Split, make_split
 from .sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
-from .tokenization import PairTokenizer, TokenizationConfig
+from .tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
 from .trec import Qrels, Run, read_run
 
 logger = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ class RerankDataModule(pl.LightningDataModule):
         self.folds_config = folds or FoldsConfig()
         self.sources = [as_source_config(source, f"data.train[{i}]") for i, source in enumerate(train or [{}])]
         self.model_name, self.directory = model_name, RunDirectory(Path(output_dir))
-        self.tokenization = resolve_tokenization(model_name, tokenization)
+        self.tokenization = resolve_tokenization(model_name, tokenization).check_resolved()
         self.rerank_depth, self.list_size, self.strategy = rerank_depth, list_size, strategy
         self.batch_size, self.repeats, self.eval_batch_size = batch_size, repeats, eval_batch_size
         self.predict_queries, self.num_workers, self.seed = predict_queries, num_workers, seed
@@ -136,11 +137,17 @@ class RerankDataModule(pl.LightningDataModule):
         self._evaluation: dict[str, EvaluationBatches] = {}
         self._train_sampler: TrainingSampler | None = None
         self._resume: tuple[int, int] | None = None
+        self._budget_checked: set[str] = set()
+        self._teacher_runs: dict[str, Run | None] = {}
 
     def prepare_data(self) -> None:
         """Retrieve the first-stage candidates of every query into the run directory (unless nothing reads them:
         a training-only stage on sources of their own), and make the training sources' cached parts (their
-        candidates, pseudo-queries and teacher scores)."""
+        candidates, pseudo-queries and teacher scores). The collection's queries and qrels are read first: a
+        mistake in them fails before the retrieval, which can take long."""
+        self.collection.queries  # noqa: B018 (read and checked)
+        if self.collection.has_qrels:
+            self.collection.qrels  # noqa: B018
         if self._reads_first_stage_run():
             write_first_stage_run(self.collection_config, self.first_stage_config, self.directory.first_stage_run)
         self._resolve_sources()
@@ -167,6 +174,18 @@ class RerankDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None) and not self.training:
             self.training = self._resolve_sources()
+            for source in self.training:
+                self._check_query_budget(source.lists, source.name)
+
+    def _check_query_budget(self, lists: Sequence[Candidates], where: str) -> None:
+        """Warn, once per ``where``, when ``model.tokenization.max_query_length`` cuts queries of ``lists``."""
+        if where in self._budget_checked or not lists:
+            return
+        self._budget_checked.add(where)
+        lengths = query_lengths(load_tokenizer(self.model_name), [candidates.query for candidates in lists])
+        warning = cut_queries(lengths, self.tokenization.max_query_length, where)
+        if warning:
+            logger.warning(warning)
 
     def _resolve_sources(self) -> list[TrainingSource]:
         uses_folds = any(source.uses_judgments for source in self.sources)
@@ -193,7 +212,26 @@ class RerankDataModule(pl.LightningDataModule):
             if not self.lists[split]:
                 raise ValueError(f"no {split} query of fold {self.folds_config.test} has first-stage candidates "
                                  f"in {self.directory.first_stage_run}")
+            self._check_query_budget(self.lists[split], f"the {split} queries of {self.collection.name}")
         return self.lists[split]
+
+    def teacher_run(self, split: str) -> Run | None:
+        """The scores that the teacher the model learns from (that of the first training source with one) gives
+        the candidates of ``split``, for fusion (:mod:`rerank.interpolation`); None without such a teacher, or,
+        with a warning, when it cannot score them (a teacher run without these queries)."""
+        teacher = next((source.teacher for source in self.sources
+                        if source.teacher is not None and source.targets != "qrels"), None)
+        if teacher is None:
+            return None
+        if split not in self._teacher_runs:
+            candidates = {lst.query_id: dict(zip(lst.doc_ids, lst.scores)) for lst in self.evaluation_lists(split)}
+            try:
+                self._teacher_runs[split] = teacher_scores(teacher, candidates, self.collection.queries,
+                                                           self.collection.documents)
+            except ValueError as error:
+                logger.warning("no fusion with the teacher on the %s queries: %s", split, error)
+                self._teacher_runs[split] = None
+        return self._teacher_runs[split]
 
     def judgments(self, split: str) -> Qrels:
         """The qrels of the judged queries of ``split`` (``train``, ``validation`` or ``test``)."""

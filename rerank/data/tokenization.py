@@ -1,6 +1,10 @@
 """Tokenization of (query, document) pairs for the cross-encoder: ``[CLS] query [SEP] document [SEP]``.
 
-Queries are cut to ``max_query_length`` tokens, documents fill the rest of ``max_length``. Long documents are
+Queries are cut to ``max_query_length`` tokens, documents fill the rest of ``max_length``: a short query leaves
+its unused budget to the document. ``max_query_length: auto`` sizes the query budget from the collection's own
+queries (:meth:`TokenizationConfig.sized_for`: its longest query, at most half of each row, resolved before any
+work by the commands that train or score), and :func:`cut_queries` says how many queries a budget cuts and by how
+much (logged as a warning where a collection's queries meet the tokenization). Long documents are
 either truncated to their first passage (default) or split into overlapping passages (``passages: maxp``,
 Dai and Callan, SIGIR 2019): windows of ``max_length`` tokens overlapping by ``stride`` tokens, at most
 ``max_passages`` per document, whose scores are max-pooled into the document's score
@@ -9,8 +13,11 @@ Dai and Callan, SIGIR 2019): windows of ``max_length`` tokens overlapping by ``s
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -18,6 +25,7 @@ from torch import Tensor
 from .pinning import Pinnable
 
 PASSAGE_MODES = ("first", "maxp")
+AUTO = "auto"
 
 
 @dataclass
@@ -44,14 +52,15 @@ class TokenizationConfig:
 
     Attributes:
         max_length: tokens per row, special tokens included.
-        max_query_length: cap on query tokens.
+        max_query_length: cap on query tokens (the document gets the rest of the row); ``auto``: the longest query
+            of the collection, at most ``max_length // 2`` (:meth:`sized_for`).
         passages: ``first`` (truncate the document) or ``maxp`` (overlapping passages, max-pooled).
         stride: overlap between consecutive passages, in tokens (``maxp``).
         max_passages: passages kept per document (``maxp``), from its start.
     """
 
     max_length: int = 512
-    max_query_length: int = 64
+    max_query_length: int | Literal["auto"] = 64
     passages: str = "first"
     stride: int = 64
     max_passages: int = 4
@@ -59,13 +68,56 @@ class TokenizationConfig:
     def __post_init__(self) -> None:
         if self.passages not in PASSAGE_MODES:
             raise ValueError(f"passages must be one of {', '.join(PASSAGE_MODES)}; got {self.passages!r}")
-        if not 0 < self.max_query_length < self.max_length - 3:
-            raise ValueError(f"max_query_length must lie in 1..max_length-4; got {self.max_query_length} "
-                             f"with max_length {self.max_length}")
-        if self.passages == "maxp" and not 0 <= self.stride < self.max_length - self.max_query_length - 3:
+        query = self.max_length // 2 if self.max_query_length == AUTO else self.max_query_length
+        if not isinstance(query, int) or not 0 < query < self.max_length - 3:
+            raise ValueError(f"max_query_length must be auto or lie in 1..max_length-4; got {self.max_query_length!r}"
+                             f" with max_length {self.max_length}")
+        if self.passages == "maxp" and not 0 <= self.stride < self.max_length - query - 3:
             raise ValueError(f"stride must be smaller than the passage length; got {self.stride}")
         if self.max_passages < 1:
             raise ValueError(f"max_passages must be positive; got {self.max_passages}")
+
+    @property
+    def resolved(self) -> bool:
+        """Whether the query budget is a number (``auto`` is sized by :meth:`sized_for` first)."""
+        return self.max_query_length != AUTO
+
+    def check_resolved(self) -> TokenizationConfig:
+        """This tokenization, or a ValueError when its query budget is still ``auto``."""
+        if not self.resolved:
+            raise ValueError("model.tokenization.max_query_length auto must be sized from a collection's queries "
+                             "first (TokenizationConfig.sized_for; rerank fit and predict do it): give a number here")
+        return self
+
+    def sized_for(self, query_lengths: Sequence[int]) -> TokenizationConfig:
+        """This tokenization with an ``auto`` query budget resolved from the collection's queries (their lengths in
+        tokens, :func:`query_lengths`): the longest of them, at most ``max_length // 2``, so that no query is cut
+        unless one would take more than half of a row; a numeric budget is kept."""
+        if self.resolved:
+            return self
+        budget = min(max(query_lengths, default=1), self.max_length // 2)
+        return dataclasses.replace(self, max_query_length=max(budget, 1))
+
+
+def query_lengths(tokenizer: object, queries: Sequence[str], batch: int = 4096) -> list[int]:
+    """Each query's length in tokens (without special tokens), tokenized in batches."""
+    lengths: list[int] = []
+    for start in range(0, len(queries), batch):
+        encoded = tokenizer(list(queries[start: start + batch]), add_special_tokens=False)["input_ids"]
+        lengths += [len(ids) for ids in encoded]
+    return lengths
+
+
+def cut_queries(lengths: Sequence[int], budget: int, where: str) -> str | None:
+    """A warning naming how many of the queries of ``where`` a query budget of ``budget`` tokens cuts and by how
+    much, or None when it cuts none."""
+    cuts = [length - budget for length in lengths if length > budget]
+    if not cuts:
+        return None
+    return (f"{where}: {len(cuts)} of {len(lengths)} queries are longer than model.tokenization.max_query_length "
+            f"({budget} tokens) and are cut, by {min(cuts)} to {max(cuts)} tokens (mean {sum(cuts) / len(cuts):.1f}): "
+            "the cross-encoder does not read those words; raise model.tokenization.max_length to keep them "
+            "(max_query_length: auto gives queries up to half of it)")
 
 
 @dataclass
@@ -79,6 +131,9 @@ class PairTokenizer:
 
     tokenizer: object
     config: TokenizationConfig = TokenizationConfig()
+
+    def __post_init__(self) -> None:
+        self.config.check_resolved()
 
     def truncate_queries(self, queries: list[str]) -> list[str]:
         """Each query cut after its ``max_query_length``-th token (at the token's end in the text)."""

@@ -2,7 +2,9 @@
 
 Run lines are ``query_id Q0 doc_id rank score tag``; qrels lines are ``query_id iteration doc_id relevance``.
 Malformed input fails with :class:`TrecFormatError`, which names the file, the line number and the line. Files
-are read as UTF-8 with or without a byte-order mark, and written atomically (:mod:`rerank.atomic`).
+are read as UTF-8 with or without a byte-order mark (a byte that is not UTF-8 is named with its line,
+:mod:`rerank.data.lines`), and written atomically (:mod:`rerank.atomic`); an id that such a file cannot hold (with
+whitespace) is refused when written.
 
 Rankings break score ties by doc id, ascending (:func:`ranked`), the same way everywhere: in written runs, in
 the candidates cut from a first stage (:func:`top_k`) and in training lists.
@@ -15,6 +17,7 @@ from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 from ..atomic import atomic_write
+from .lines import check_id, text_lines
 
 Run = dict[str, dict[str, float]]
 """query id -> {doc id: score}; higher scores rank first."""
@@ -34,11 +37,10 @@ def _lines(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
-    with path.open(encoding="utf-8-sig") as handle:
-        for number, line in enumerate(handle, start=1):
-            fields = line.split()
-            if fields:
-                yield number, line, fields
+    for number, line in text_lines(path):
+        fields = line.split()
+        if fields:
+            yield number, line, fields
 
 
 def read_run(path: str | Path, queries: Collection[str] | None = None) -> Run:
@@ -124,16 +126,18 @@ def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str
     """Write a run atomically, each query's documents by decreasing score (ties by doc id, see :func:`ranked`)."""
     with atomic_write(path) as handle:
         for qid in sorted(run, key=_natural_key):
+            check_id(qid, "query id", f"{path} (written)")
             for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
-                handle.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
+                handle.write(f"{qid} Q0 {check_id(doc_id, 'doc_id', f'{path} (written)')} {rank} {score:.6f} {tag}\n")
 
 
 def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> None:
     """Write qrels atomically."""
     with atomic_write(path) as handle:
         for qid in sorted(qrels, key=_natural_key):
+            check_id(qid, "query id", f"{path} (written)")
             for doc_id, relevance in sorted(qrels[qid].items()):
-                handle.write(f"{qid} 0 {doc_id} {relevance}\n")
+                handle.write(f"{qid} 0 {check_id(doc_id, 'doc_id', f'{path} (written)')} {relevance}\n")
 
 
 def _natural_key(qid: str) -> tuple[int, int | str]:

@@ -1,0 +1,147 @@
+"""The command line answers before the heavy libraries load: ``import rerank``, ``rerank --help``,
+``rerank <command> --help`` and mistyped options or config files (checks on ``sys.modules``, not timings; the
+times are in docs/benchmarks.md, ``scripts/bench_startup.py``); and the stored schema they answer from is the
+parsers' own."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+import rerank
+from rerank.cli import COMMANDS, schema
+from rerank.cli.arguments import RerankCLI
+
+HEAVY = ("torch", "lightning", "transformers")
+PROBE = f"""
+import json, sys
+from rerank.cli import main
+code = 0
+try:
+    main(json.loads(sys.argv[1]))
+except SystemExit as exit:
+    code = exit.code
+print(json.dumps({{"code": code, "loaded": [name for name in {HEAVY!r} if name in sys.modules]}}))
+"""
+
+
+def probe(*arguments: str) -> tuple[dict, str, str]:
+    """``rerank ARGUMENTS`` in a fresh interpreter: its exit code and which heavy libraries it loaded; stdout (but
+    the probe's line) and stderr."""
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps(arguments)], capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    *printed, last = done.stdout.splitlines()
+    return json.loads(last), "\n".join(printed), done.stderr
+
+
+def test_importing_rerank_loads_neither_torch_nor_lightning() -> None:
+    code = ("import json, sys, rerank, rerank.cli, rerank.cli.schema, rerank.cli.configs, rerank.data.lines\n"
+            f"before = [name for name in {HEAVY!r} if name in sys.modules]\n"
+            "from rerank import Reranker\n"
+            "print(json.dumps([before, Reranker.__module__, 'torch' in sys.modules]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    before, module, torch_after = json.loads(done.stdout.splitlines()[-1])
+    assert before == []
+    assert module == "rerank.reranker" and torch_after  # the public API still works, loading torch on first use
+
+
+def test_every_public_name_is_exported_lazily() -> None:
+    assert set(rerank.__all__) == {*rerank._WHERE, "__version__"}
+    for name, module in rerank._WHERE.items():
+        assert getattr(rerank, name) is getattr(importlib.import_module(f"rerank{module}"), name)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        rerank.Nope  # noqa: B018
+
+
+@pytest.mark.skipif(not schema.current(), reason="the stored help was made with other library versions")
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_command_help_is_the_stored_text_without_torch(command: str) -> None:
+    status, printed, _ = probe(command, "--help")
+    assert status == {"code": 0, "loaded": []}
+    assert printed + "\n" == (schema.HELP / f"{command}.txt").read_text()
+
+
+def test_the_command_list_and_option_mistakes_answer_without_torch(tmp_path: Path) -> None:
+    status, printed, _ = probe("--help")
+    assert status == {"code": 0, "loaded": []} and "commands:" in printed
+    status, _, error = probe("fit", "--config", "cranfield.yaml", "--data.rerank_depht", "30")
+    assert status == {"code": 2, "loaded": []}
+    assert error.splitlines()[0] == ("error: --data.rerank_depht: unknown option 'data.rerank_depht'; did you mean "
+                                     "data.rerank_depth, data.repeats? (rerank fit --help lists the options)")
+    status, _, error = probe("cv", "--data.rerank_depth", "thirty")
+    assert status == {"code": 2, "loaded": []}
+    assert error.splitlines()[0] == "error: --data.rerank_depth: expected an integer; got 'thirty'"
+    config = tmp_path / "mine.yaml"
+    config.write_text("model:\n  loss: listnet\ndata:\n  rerank_dept: 30\n")
+    status, _, error = probe("predict", "--config", str(config))
+    assert status == {"code": 2, "loaded": []}
+    assert error.splitlines()[0].startswith(f"error: {config}:4: unknown option 'data.rerank_dept'; did you mean "
+                                            "data.rerank_depth")
+
+
+@pytest.mark.skipif(not schema.current(), reason="the stored schema was made with other library versions")
+def test_the_stored_schema_and_help_are_the_parsers() -> None:
+    generated = schema.generate()
+    stored = schema.stored()
+    assert generated["versions"] == stored["versions"]
+    for command, entry in generated["commands"].items():
+        assert entry["options"] == stored["commands"][command]["options"], (
+            f"{command}: the stored options differ from the parser's: run python -m rerank.cli.schema")
+        assert entry["help"] == (schema.HELP / f"{command}.txt").read_text(), (
+            f"{command}: the stored help differs from the parser's: run python -m rerank.cli.schema")
+
+
+def parser_accepts(*options: str) -> bool:
+    """Whether ``rerank fit``'s parser accepts ``options`` (on top of cranfield.yaml), without building anything."""
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            RerankCLI(["--config", "cranfield.yaml", *options], prog="rerank fit", description="", instantiate=False)
+        except SystemExit:
+            return False
+    return True
+
+
+def stored_checks_accept(*options: str) -> bool:
+    try:
+        schema.check("fit", ["--config", str(REPO / "configs" / "cranfield.yaml"), *options])
+    except ValueError:
+        return False
+    return True
+
+
+VALUES = [  # (option, value): accepted and refused values of ints, floats, booleans, choices and nullable options
+    ("--data.rerank_depth", "30"), ("--data.rerank_depth", "3.0"), ("--data.rerank_depth", "abc"),
+    ("--data.rerank_depth", "1e3"), ("--data.rerank_depth", "0x10"), ("--data.rerank_depth", "+7"),
+    ("--model.encoder_lr", "1"), ("--model.encoder_lr", "1e-5"), ("--model.encoder_lr", "abc"),
+    ("--model.encoder_lr", "inf"), ("--model.warmup", ".5"), ("--model.warmup", "nan"),
+    ("--model.interpolate", "true"), ("--model.interpolate", "True"), ("--model.interpolate", "yes"),
+    ("--model.interpolate", "1"), ("--model.interpolate", "maybe"), ("--model.dropout", "null"),
+    ("--model.dropout", "None"), ("--trainer.max_epochs", "none"), ("--trainer.max_epochs", "null"),
+    ("--trainer.precision", "bf16-mixed"), ("--trainer.precision", "bf16mixed"), ("--trainer.precision", "32"),
+    ("--model.tokenization.max_query_length", "auto"), ("--model.tokenization.max_query_length", "24"),
+    ("--model.tokenization.max_length", "long"), ("--data.first_stage.k1", "0.9"), ("--data.first_stage.k1", "x"),
+    ("--data.collection.docs", "d.jsonl"), ("--data.rerank_depht", "3"), ("--trainer.max_epoch", "3"),
+    ("--trainer.max_epoch", "x"), ("--data.rerank", "3"),
+]
+
+
+@pytest.mark.parametrize(("option", "value"), VALUES, ids=[f"{o}={v}" for o, v in VALUES])
+def test_the_stored_checks_refuse_only_what_the_parser_refuses(option: str, value: str) -> None:
+    if not stored_checks_accept(option, value):
+        assert not parser_accepts(option, value), f"{option} {value}: the parser accepts what the check refuses"
+
+
+def test_the_stored_checks_catch_the_common_mistakes() -> None:
+    for option, value in [("--data.rerank_depth", "abc"), ("--model.encoder_lr", "abc"),
+                          ("--model.interpolate", "maybe"), ("--trainer.precision", "bf16mixed"),
+                          ("--data.rerank_depht", "3"), ("--model.tokenization.max_lenght", "3")]:
+        assert not stored_checks_accept(option, value), (option, value)
+        assert not parser_accepts(option, value), (option, value)

@@ -1,0 +1,91 @@
+"""The query budget: ``max_query_length: auto`` sized from the collection's queries, and the warning that says how
+many queries a budget cuts and by how much."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from helpers import WORDS, tiny_bert
+
+from rerank.cli.arguments import RerankCLI
+from rerank.cross_encoder import CrossEncoderModel, load_tokenizer, size_query_budget
+from rerank.data.datamodule import RerankDataModule
+from rerank.data.tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
+
+QUERIES = {"1": "wind tunnel", "2": " ".join(WORDS), "3": " ".join(WORDS[:6])}  # 2, 10 and 6 tokens
+
+
+def test_auto_is_the_longest_query_at_most_half_a_row() -> None:
+    auto = TokenizationConfig(max_length=32, max_query_length="auto")
+    assert auto.sized_for([2, 10, 6]).max_query_length == 10
+    assert auto.sized_for([2, 40]).max_query_length == 16  # the document keeps half of each row
+    assert auto.sized_for([]).max_query_length == 1
+    numeric = TokenizationConfig(max_length=32, max_query_length=8)
+    assert numeric.sized_for([40]) is numeric
+    with pytest.raises(ValueError, match="max_query_length must be auto or lie in 1..max_length-4"):
+        TokenizationConfig(max_length=32, max_query_length="long")
+
+
+def test_an_unsized_budget_is_refused_where_pairs_are_made(tmp_path: Path) -> None:
+    auto = TokenizationConfig(max_length=32, max_query_length="auto")
+    tokenizer = load_tokenizer(str(tiny_bert(tmp_path / "bert")))
+    with pytest.raises(ValueError, match="max_query_length auto must be sized from a collection's queries"):
+        PairTokenizer(tokenizer, auto)
+
+
+def test_the_cut_warning_counts_the_queries_and_the_tokens_cut(tmp_path: Path) -> None:
+    tokenizer = load_tokenizer(str(tiny_bert(tmp_path / "bert")))
+    lengths = query_lengths(tokenizer, list(QUERIES.values()), batch=2)
+    assert lengths == [2, 10, 6]
+    assert cut_queries(lengths, 10, "x") is None
+    assert cut_queries(lengths, 4, "the test queries of x") == (
+        "the test queries of x: 2 of 3 queries are longer than model.tokenization.max_query_length (4 tokens) and "
+        "are cut, by 2 to 6 tokens (mean 4.0): the cross-encoder does not read those words; raise "
+        "model.tokenization.max_length to keep them (max_query_length: auto gives queries up to half of it)")
+
+
+@pytest.fixture
+def collection(tmp_path: Path) -> dict[str, str]:
+    docs = {f"d{i}": " ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))}
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": d, "text": t}) + "\n" for d, t in docs.items()))
+    (tmp_path / "queries.tsv").write_text("".join(f"{qid}\t{text}\n" for qid, text in QUERIES.items()))
+    (tmp_path / "qrels.txt").write_text("1 0 d0 1\n2 0 d2 1\n3 0 d4 1\n")
+    return {"docs": str(tmp_path / "docs.jsonl"), "queries": str(tmp_path / "queries.tsv"),
+            "qrels": str(tmp_path / "qrels.txt"), "cache_dir": str(tmp_path / "arrow")}
+
+
+def built(tmp_path: Path, collection: dict[str, str], *options: str) -> RerankCLI:
+    """``rerank fit``'s model and data module on the local collection (nothing trained)."""
+    arguments = ["--data.collection", json.dumps(collection), "--model.model_name", str(tiny_bert(tmp_path / "bert")),
+                 "--model.tokenization.max_length", "24", "--data.first_stage.backend", "bm25s",
+                 "--data.first_stage.index_dir", str(tmp_path / "index"), "--data.first_stage.retrieval_depth", "10",
+                 "--data.rerank_depth", "10", "--data.folds.count", "3", "--output_dir", str(tmp_path / "out"),
+                 "--trainer.logger", "false", *options]
+    return RerankCLI(arguments, prog="rerank fit", description="")
+
+
+def test_fit_sizes_an_auto_budget_from_the_collection_for_the_model_and_the_data(
+        tmp_path: Path, collection: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    cli = built(tmp_path, collection, "--model.tokenization.max_query_length", "auto")
+    assert cli.model.model.tokenization.max_query_length == 10  # the longest of the three queries
+    assert cli.datamodule.tokenization == cli.model.model.tokenization
+    assert "max_query_length auto: 10 tokens for the 3 queries of" in caplog.text
+    cli.model.model.save_pretrained(str(tmp_path / "export"))  # an export keeps the budget it was trained with
+    auto = TokenizationConfig(max_length=24, max_query_length="auto")
+    assert size_query_budget(auto, str(tmp_path / "export"), ["one"], "x").max_query_length == 10
+    assert CrossEncoderModel.from_pretrained(str(tmp_path / "export")).tokenization.max_query_length == 10
+
+
+def test_queries_cut_by_the_budget_are_reported_once_per_split(tmp_path: Path, collection: dict[str, str],
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    data: RerankDataModule = built(tmp_path, collection, "--model.tokenization.max_query_length", "4").datamodule
+    data.prepare_data()
+    data.evaluation_lists("test")
+    data.evaluation_lists("test")
+    warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
+    cut = [message for message in warnings if "longer than model.tokenization.max_query_length (4 tokens)" in message]
+    assert len(cut) == 1 and cut[0].startswith(f"the test queries of {Path(collection['docs']).parent.name}: ")
