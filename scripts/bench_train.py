@@ -19,6 +19,11 @@ length-sorted chunked forward, on Cranfield and NFCorpus candidates.
 ``memory``: peak RSS of one training step (forward, backward, optimizer) against list size, with and without
 gradient checkpointing, each in a fresh process.
 
+``settings``: seconds per training step (forward, ListNet, backward, AdamW; ``--list_size`` rows of ``--lengths``
+tokens) of the model as the recipe's settings make it: stock, encoder dropout 0 (``model.encoder_dropout``), frozen
+embeddings (``model.freeze_embeddings``), both; the variants take turns in rounds, the median of ``--rounds``.
+What the default recipe's stage length was sized with (docs/recipe.md).
+
 ``precision``: (a)'s pairs per second in ``32-true`` and ``bf16-mixed``, each in a fresh process, on this processor
 and on the instruction sets of processors without bfloat16 arithmetic, emulated by capping oneDNN, ATen and MKL
 (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``): AVX-512 without BF16/AMX
@@ -28,6 +33,8 @@ and on the instruction sets of processors without bfloat16 arithmetic, emulated 
     python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/bench_memory.json
     python scripts/bench_train.py profile --steps 3
     python scripts/bench_train.py precision --list_size 16 --max_length 192 --output docs/bench_precision.json
+    python scripts/bench_train.py settings --list_size 16 --lengths 96 128 192 --steps 4 \\
+        --output docs/bench_settings.json
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -90,10 +98,14 @@ def data_module(args: argparse.Namespace, output: Path, collection: str = "cranf
         tokenization=TokenizationConfig(max_length=args.max_length, max_query_length=32), num_workers=args.num_workers)
 
 
-def training_model(args: argparse.Namespace, checkpointing: bool = False) -> CrossEncoderModel:
+def training_model(args: argparse.Namespace, checkpointing: bool = False, encoder_dropout: float | None = None,
+                   freeze_embeddings: bool = False) -> CrossEncoderModel:
     """The cross-encoder as ``RerankModule`` trains it (speed-ups on), in training mode."""
-    model = CrossEncoderModel.from_pretrained(args.model, gradient_checkpointing=checkpointing).train()
+    model = CrossEncoderModel.from_pretrained(args.model, gradient_checkpointing=checkpointing,
+                                              encoder_dropout=encoder_dropout).train()
     speedups.enable(model.model)
+    if freeze_embeddings:
+        model.freeze_embeddings()
     return model
 
 
@@ -269,6 +281,44 @@ def memory(args: argparse.Namespace) -> dict:
     return results
 
 
+SETTINGS = {"stock": {}, "encoder dropout 0": {"encoder_dropout": 0.0},
+            "frozen embeddings": {"freeze_embeddings": True},
+            "both": {"encoder_dropout": 0.0, "freeze_embeddings": True}}
+"""The model settings that ``settings`` times (``RerankModule``'s ``encoder_dropout`` and ``freeze_embeddings``)."""
+
+
+def settings(args: argparse.Namespace) -> dict:
+    """Median seconds per training step of each setting at each length (see the module docstring)."""
+    torch.manual_seed(0)
+    models = {name: training_model(args, **options) for name, options in SETTINGS.items()}
+    optimizers = {name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+                  for name, model in models.items()}
+    loss = build("listnet")
+    results: dict[str, dict[str, float]] = {}
+    for length in args.lengths:
+        ids = torch.randint(1000, 20000, (args.list_size, length))
+        mask, labels = torch.ones_like(ids), torch.zeros(1, args.list_size)
+        labels[0, 0] = 1
+        times: dict[str, list[float]] = {name: [] for name in models}
+        for _ in range(args.rounds + 1):  # the first round warms up
+            for name, model in models.items():
+                started = time.perf_counter()
+                for _ in range(args.steps):
+                    loss(model(ids, mask, chunk_size=args.chunk).view(1, -1), labels).backward()
+                    optimizers[name].step()
+                    optimizers[name].zero_grad()
+                times[name].append((time.perf_counter() - started) / args.steps)
+        results[str(length)] = {name: statistics.median(values[1:]) for name, values in times.items()}
+    table = Table(title=f"s per training step, {args.list_size} rows, median of {args.rounds} rounds of "
+                        f"{args.steps} steps")
+    for column in ("tokens per row", *SETTINGS):
+        table.add_column(column, justify="right")
+    for length, row in results.items():
+        table.add_row(length, *(f"{row[name]:.3f}" for name in SETTINGS))
+    Console().print(table)
+    return results
+
+
 INSTRUCTION_SETS = {
     "this CPU": {},
     "AVX-512, no BF16/AMX": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512",
@@ -305,7 +355,8 @@ def precisions(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", nargs="*", default=["throughput"], help="throughput | memory | profile | precision")
+    parser.add_argument("mode", nargs="*", default=["throughput"],
+                        help="throughput | memory | profile | precision | settings")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--list_size", type=int, default=16)
     parser.add_argument("--max_length", type=int, default=256)
@@ -314,6 +365,8 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=8, help="rerank's forward_chunk_size (0: off)")
     parser.add_argument("--num_workers", type=int, default=0)
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 16, 64, 128])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[96, 128, 192], help="settings: tokens per row")
+    parser.add_argument("--rounds", type=int, default=3, help="settings: rounds of --steps steps per variant")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     args.chunk = args.chunk or None
@@ -328,7 +381,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             result = profile(args, Path(scratch) / "profile")
     else:
-        modes = {"memory": memory, "precision": precisions, "throughput": throughput}
+        modes = {"memory": memory, "precision": precisions, "throughput": throughput, "settings": settings}
         result = modes[args.mode[0]](args)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)

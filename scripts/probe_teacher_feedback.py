@@ -1,4 +1,4 @@
-"""Would pseudo-relevance feedback make a stronger judgment-free teacher? A zero-shot probe (docs/results.md).
+"""Would pseudo-relevance feedback make a stronger judgment-free teacher? A zero-shot probe (docs/ablations.md).
 
 The teacher of the default recipe is the ensemble ``(1 - w) z(bi-encoder) + w z(first stage)``. Vector
 pseudo-relevance feedback (Rocchio, 1971; for dense retrievers: Li et al., *Pseudo Relevance Feedback with Deep
@@ -30,7 +30,8 @@ from lightning.pytorch.cli import LightningArgumentParser
 from rich.console import Console
 from rich.table import Table
 
-from rerank.cli.arguments import RerankCLI, run
+from rerank.cli.arguments import RerankCLI
+from rerank.cli.errors import run
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.trec import Run, read_run, top_k
 from rerank.evaluation import evaluate

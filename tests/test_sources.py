@@ -357,37 +357,71 @@ def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None
     assert config["data"]["train"] or config["pretrain"]
 
 
+DEFAULT_STAGE_STEPS = 570
+STOCK = {"encoder_dropout": None, "freeze_embeddings": False}
+DEFAULT_VARIANTS = {  # the candidates compared with the default on validation: the same time, other settings
+    "row96": {"model": {"tokenization": {"max_length": 96}}, "pretrain": {"max_steps": 720}},
+    "row128-stock": {"model": {**STOCK, "tokenization": {"max_length": 128}}, "pretrain": {"max_steps": 450}},
+    "row128-stock-lr1e-4": {"model": {**STOCK, "encoder_lr": 1e-4, "tokenization": {"max_length": 128}},
+                            "pretrain": {"max_steps": 450}},
+    "row192-stock": {"model": {**STOCK, "tokenization": {"max_length": 192}}, "pretrain": {"max_steps": 270}},
+}
+
+
+def merged(config: dict, change: dict) -> dict:
+    """``config`` with ``change`` written over it, mapping into mapping."""
+    return {key: merged(value, change[key]) if isinstance(value, dict) and key in change else change.get(key, value)
+            for key, value in config.items()}
+
+
 def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.CaptureFixture) -> None:
     default = merged_config("cranfield", capsys=capsys)
-    stage, folds = default["pretrain"], default["data"]["train"]
+    stage, folds, tokenization = default["pretrain"], default["data"]["train"], default["model"]["tokenization"]
     ensemble = {"bi_encoder": "sentence-transformers/all-MiniLM-L6-v2", "first_stage_weight": 0.4}
     assert (stage["max_steps"], stage["train"][0]["pseudo"]["count"], stage["train"][0]["teacher"]) == (
-        1200, 2000, ensemble)
-    assert folds[0]["teacher"] == ensemble and default["trainer"]["precision"] == "bf16-mixed"
+        DEFAULT_STAGE_STEPS, 2000, ensemble)
+    assert folds[0]["teacher"] == ensemble
+    assert (default["trainer"]["precision"], default["trainer"]["max_epochs"]) == ("32-true", 1)
+    assert (tokenization["max_length"], tokenization["max_query_length"]) == (128, "auto")
+    assert (default["model"]["encoder_dropout"], default["model"]["freeze_embeddings"]) == (0.0, True)
+    # the previous default: a 1,200-step stage, 192 tokens (queries cut at 48), 2 epochs, bf16-mixed
+    of_that_time = {"model": {**default["model"], **STOCK, "tokenization": {**tokenization, "max_length": 192,
+                                                                             "max_query_length": 48}},
+                    "pretrain": {**stage, "max_steps": 1200},
+                    "trainer": {**default["trainer"], "max_epochs": 2}}
+    previous = merged_config("cranfield", "ablation/previous-default", capsys=capsys)
+    assert previous == {**default, **of_that_time, "trainer": {**of_that_time["trainer"], "precision": "bf16-mixed"}}
     # `all`, the default of earlier releases: 200 steps on 1,000 pseudo-queries, the bi-encoder alone, 32-true
     earlier = merged_config("cranfield", "ablation/all", capsys=capsys)
     assert (earlier["pretrain"]["max_steps"], earlier["pretrain"]["train"][0]["pseudo"]["count"]) == (200, 1000)
     assert earlier["pretrain"]["train"][0]["teacher"] == earlier["data"]["train"][0]["teacher"] == {
         "bi_encoder": "sentence-transformers/all-MiniLM-L6-v2"}
-    # `ensemble-longer` is the default as measured before it moved to bf16-mixed
+    # `ensemble-longer` is the previous default as measured before it moved to bf16-mixed
     measured = merged_config("cranfield", "ablation/ensemble-longer", capsys=capsys)
-    assert measured == {**default, "trainer": {**default["trainer"], "precision": "32-true"}}
-    # the levers tried on the default itself, in bf16-mixed: each changes the default in one place only
+    assert measured == {**previous, "trainer": {**previous["trainer"], "precision": "32-true"}}
+    # the levers tried on the previous default, in bf16-mixed: each changes it in one place only
     pseudo = {"count": None, "per_document": 4}
     assert merged_config("cranfield", "ablation/sentences", capsys=capsys) == {
-        **default, "pretrain": {**stage, "train": [{**stage["train"][0], "pseudo": pseudo}]}}
+        **previous, "pretrain": {**previous["pretrain"], "train": [{**stage["train"][0], "pseudo": pseudo}]}}
     assert merged_config("cranfield", "ablation/lists16", capsys=capsys) == {
-        **default, "data": {**default["data"], "list_size": 16, "batch_size": 1}}
+        **previous, "data": {**previous["data"], "list_size": 16, "batch_size": 1}}
     assert merged_config("cranfield", "ablation/lr1e-4", capsys=capsys) == {
-        **default, "model": {**default["model"], "encoder_lr": 1e-4}}
+        **previous, "model": {**previous["model"], "encoder_lr": 1e-4}}
     assert merged_config("cranfield", "ablation/born-again", capsys=capsys) == {
-        **default, "pretrain": {**stage, "rounds": 2}}
-    on_the_default = {"sentences", "lists16", "lr1e-4", "born-again"}
+        **previous, "pretrain": {**previous["pretrain"], "rounds": 2}}
+    # the variants compared with the default on validation (docs/results.md): each changes it in one place only
+    for name, change in DEFAULT_VARIANTS.items():
+        assert merged_config("cranfield", f"ablation/{name}", capsys=capsys) == merged(default, change), name
+    on_the_previous = {"previous-default", "sentences", "lists16", "lr1e-4", "born-again"}
     for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
         ablation = merged_config("cranfield", f"ablation/{name.stem}", capsys=capsys)
-        measured_in = "bf16-mixed" if name.stem in on_the_default else "32-true"  # the earlier ones on the AMD CPU
+        measured_in = ("32-true" if name.stem in DEFAULT_VARIANTS else "bf16-mixed" if name.stem in on_the_previous
+                       else "32-true")  # the earliest ones on the AMD CPU
         assert ablation["trainer"]["precision"] == measured_in, name
         assert yaml.safe_load(name.read_text())["trainer"]["precision"] == measured_in, name  # pinned in the file
+        if name.stem not in DEFAULT_VARIANTS:  # those of earlier defaults pin the tokenization of their time
+            assert yaml.safe_load(name.read_text())["model"]["tokenization"] == {"max_length": 192,
+                                                                                 "max_query_length": 48}, name
         assert all(source.get("teacher") in (None, ensemble, earlier["data"]["train"][0]["teacher"])
                    for source in ablation["data"]["train"] + ((ablation["pretrain"] or {}).get("train") or []))
 
