@@ -47,6 +47,23 @@ def test_local_documents_stream_and_are_cached_on_disk(tmp_path: Path) -> None:
     assert again.text("1") == documents.text("1") and again.fingerprint() == documents.fingerprint()
 
 
+def test_local_documents_are_cached_under_rerank_cache_not_beside_the_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    data = tmp_path / "lab-share"  # a folder the user may not be able (or allowed) to write to
+    data.mkdir()
+    (data / "docs.jsonl").write_text("".join(json.dumps({"doc_id": f"d{i}", "text": f"text {i}"}) + "\n"
+                                             for i in range(5)))
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    caplog.set_level("INFO", logger="rerank.data.collection")
+    assert Collection(CollectionConfig(docs=str(data / "docs.jsonl"))).documents.text("d3") == "text 3"
+    assert sorted(path.name for path in data.iterdir()) == ["docs.jsonl"]
+    assert len(list((tmp_path / "cache" / "documents").iterdir())) == 1
+    assert "converting the documents" in caplog.text
+    caplog.clear()
+    assert len(Collection(CollectionConfig(docs=str(data / "docs.jsonl"))).documents) == 5
+    assert "from the cache" in caplog.text and "converting" not in caplog.text
+
+
 def test_tsv_documents_and_trec_topics_with_fields_and_template(tmp_path: Path) -> None:
     (tmp_path / "docs.tsv").write_text("a\tTitle A\tbody a\nb\tbody b\n")
     topics = str(ROBUST / "topics.robust04.301-450.601-700.txt")

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_directory
+from ..cache import cache_root
 from .lines import check_id, read_text, text_lines
 from .trec import Qrels, map_label, read_qrels
 
@@ -52,7 +53,8 @@ class CollectionConfig:
         query_template: instead of one field, a template such as ``"{title} {description}"``.
         label_map: raw judgment -> label (judgments it does not list are kept).
         binarize_at: labels become 1 when ``>= binarize_at``, else 0 (after ``label_map``).
-        cache_dir: where local documents are converted to Arrow (default: beside this package's cache).
+        cache_dir: where local documents are converted to Arrow (default: ``$RERANK_CACHE/documents``, never beside
+            the files, whose folder may be read-only or shared).
     """
 
     ir_datasets: str | None = None
@@ -420,7 +422,7 @@ class _ArrowDocuments(Documents):
 
     def __init__(self, path: Path, cache_dir: str | None) -> None:
         self.path = path
-        self.cache_dir = Path(cache_dir) if cache_dir else path.parent / ".rerank_cache"
+        self.cache_dir = Path(cache_dir) if cache_dir else cache_root() / "documents"
 
     def source(self) -> str:
         return f"{self.path.stem}-{hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:8]}"
@@ -457,7 +459,10 @@ class _ArrowDocuments(Documents):
         datasets.disable_progress_bars()
         source, fingerprint = self.source(), self.fingerprint()
         cache = self.cache_dir / f"{source}-{fingerprint}"
-        if not cache.exists():
+        if cache.exists():
+            logger.info("documents of %s from the cache: %s", self.path, cache)
+        else:
+            logger.info("converting the documents of %s to Arrow, once per version of the file: %s", self.path, cache)
             for stale in self.cache_dir.glob(f"{source}-" + "?" * len(fingerprint)):
                 shutil.rmtree(stale, ignore_errors=True)
             # two processes converting at once (a cluster array job) each build their own and one table is kept
