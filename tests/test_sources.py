@@ -361,6 +361,7 @@ DEFAULT_STAGE_STEPS = 570
 STOCK = {"encoder_dropout": None, "freeze_embeddings": False}
 DEFAULT_VARIANTS = {  # the candidates compared with the default on validation: the same time, other settings
     "row96": {"model": {"tokenization": {"max_length": 96}}, "pretrain": {"max_steps": 720}},
+    "row192": {"model": {"tokenization": {"max_length": 192}}, "pretrain": {"max_steps": 360}},
     "row128-stock": {"model": {**STOCK, "tokenization": {"max_length": 128}}, "pretrain": {"max_steps": 450}},
     "row128-stock-lr1e-4": {"model": {**STOCK, "encoder_lr": 1e-4, "tokenization": {"max_length": 128}},
                             "pretrain": {"max_steps": 450}},
