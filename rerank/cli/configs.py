@@ -32,26 +32,27 @@ def resolve_config_path(name: str | Path) -> Path:
     raise FileNotFoundError(f"config {str(name)!r} not found (looked in the working directory and in {CONFIG_DIR})")
 
 
+def _config_arguments(argv: list[str]) -> Iterator[tuple[int, str, bool]]:
+    """``(position, config name, inline)`` of each ``--config NAME`` (inline: ``--config=NAME``) of ``argv``."""
+    for position, argument in enumerate(argv):
+        if argument in CONFIG_OPTIONS and position + 1 < len(argv):
+            yield position + 1, argv[position + 1], False
+        elif argument.startswith("--config="):
+            yield position, argument.split("=", 1)[1], True
+
+
 def resolve_configs(argv: list[str]) -> list[str]:
     """``--config NAME`` -> ``--config configs/NAME.yaml`` when NAME is not a file (also ``--config=NAME``)."""
     resolved = list(argv)
-    for position, argument in enumerate(resolved):
-        if argument in CONFIG_OPTIONS and position + 1 < len(resolved):
-            resolved[position + 1] = str(resolve_config_path(resolved[position + 1]))
-        elif argument.startswith("--config="):
-            resolved[position] = f"--config={resolve_config_path(argument.split('=', 1)[1])}"
+    for position, name, inline in _config_arguments(argv):
+        path = str(resolve_config_path(name))
+        resolved[position] = f"--config={path}" if inline else path
     return resolved
 
 
 def config_files(argv: list[str]) -> list[Path]:
     """The config files that ``argv`` names (after :func:`resolve_configs`), in order."""
-    files = []
-    for position, argument in enumerate(argv):
-        if argument in CONFIG_OPTIONS and position + 1 < len(argv):
-            files.append(Path(argv[position + 1]))
-        elif argument.startswith("--config="):
-            files.append(Path(argument.split("=", 1)[1]))
-    return files
+    return [Path(name) for _, name, _ in _config_arguments(argv)]
 
 
 @dataclass(frozen=True)
