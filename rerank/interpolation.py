@@ -31,11 +31,18 @@ def standardise(scores: dict[str, float]) -> dict[str, float]:
 
 def fuse(runs: Sequence[Run], weights: Sequence[float]) -> Run:
     """``sum_i weights[i] * z(runs[i])`` for the candidates of each query of ``runs[0]`` (which every run scores)."""
-    fused = {}
-    for qid, scores in runs[0].items():
-        standardised = [standardise({doc: run[qid][doc] for doc in scores}) for run in runs]
-        fused[qid] = {doc: sum(weight * z[doc] for weight, z in zip(weights, standardised)) for doc in scores}
-    return fused
+    return _combine(_standardised(runs), weights)
+
+
+def _standardised(runs: Sequence[Run]) -> dict[str, list[dict[str, float]]]:
+    """Each query's z-scores in every run, over the candidates of ``runs[0]``."""
+    return {qid: [standardise({doc: run[qid][doc] for doc in scores}) for run in runs]
+            for qid, scores in runs[0].items()}
+
+
+def _combine(standardised: dict[str, list[dict[str, float]]], weights: Sequence[float]) -> Run:
+    return {qid: {doc: sum(weight * z[doc] for weight, z in zip(weights, runs)) for doc in runs[0]}
+            for qid, runs in standardised.items()}
 
 
 def interpolate(reranker: Run, first_stage: Run, weight: float) -> Run:
@@ -66,7 +73,8 @@ def best_weight(reranker: Run, first_stage: Run, qrels: Qrels, measure: str,
 def best_weights(runs: Sequence[Run], qrels: Qrels, measure: str) -> tuple[tuple[float, ...], float]:
     """The weights of :func:`simplex` whose fusion of ``runs`` has the highest mean ``measure`` (among ties, the
     largest weight of the first run, then of the second), and that value."""
-    scored = [(evaluate(fuse(runs, weights), qrels, [measure]).mean[measure], weights)
+    standardised = _standardised(runs)  # once, for every weight vector
+    scored = [(evaluate(_combine(standardised, weights), qrels, [measure]).mean[measure], weights)
               for weights in simplex(len(runs))]
     value, weights = max(scored)
     return weights, value
