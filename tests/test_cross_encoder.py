@@ -12,7 +12,7 @@ from transformers import AutoModel, AutoModelForSequenceClassification, AutoToke
 
 from rerank.cross_encoder import CrossEncoderModel
 from rerank.data.batches import EvaluationBatch, TrainingBatch
-from rerank.data.tokenization import PairInputs, PairTokenizer, TokenizationConfig
+from rerank.data.tokenization import PairInputs, PairTokenizer, TokenizationConfig, head
 
 
 def score_pairs(model: CrossEncoderModel, queries: list[str], documents: list[str]) -> torch.Tensor:
@@ -104,6 +104,29 @@ def test_padding_equals_the_tokenizers_own(tmp_path: Path, side: str) -> None:
     for key in ("input_ids", "attention_mask", "token_type_ids"):
         assert torch.equal(getattr(padded, key), reference[key]), key
     assert padded.passage_to_pair.tolist() == pair_of_row
+
+
+@pytest.mark.parametrize("passages", ["first", "maxp"])
+def test_long_documents_give_the_rows_of_the_whole_text(tmp_path: Path, passages: str) -> None:
+    """Documents are cut to their head before tokenization (a 30,000-word one would be read whole): the rows are
+    those that the tokenizer makes of the whole texts, here 20 times longer than a row, with punctuation (more
+    tokens than words) and words that the tokenizer drops (fewer)."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_bert(tmp_path / "bert"))
+    config = TokenizationConfig(max_length=24, max_query_length=4, passages=passages, stride=5, max_passages=2)
+    pairs = PairTokenizer(tokenizer, config)
+    words = "wind, tunnel heat-flux \u0301 laws \x07 aircraft.".split()
+    documents = [" ".join(words[(i + k) % len(words)] for k in range(length)) for i, length in
+                 enumerate([3, 24, 60, 100, 480])]
+    rows, pair_of_row = pairs.encode(["wind tunnel"] * len(documents), documents)
+    whole = tokenizer(["wind tunnel"] * len(documents), documents, truncation="only_second", max_length=24,
+                      stride=5 if passages == "maxp" else 0, return_overflowing_tokens=passages == "maxp")
+    mapping = whole.get("overflow_to_sample_mapping", list(range(len(documents))))
+    kept = [row for row, pair in enumerate(mapping) if mapping[:row].count(pair) < config.max_passages]
+    assert rows["input_ids"] == [whole["input_ids"][row] for row in kept]
+    assert pair_of_row == [mapping[row] for row in kept]
+    assert len(kept) == (9 if passages == "maxp" else 5)
+    assert len(head(documents[-1], 2 * 24 * 2)) < len(documents[-1]) // 4  # what was tokenized was cut
+    assert head("wind  tunnel\nheat flux", 2) == "wind  tunnel\n" and head("wind tunnel", 2) == "wind tunnel"
 
 
 def test_pinned_batches_pin_every_tensor_and_share_the_rest(monkeypatch: pytest.MonkeyPatch) -> None:

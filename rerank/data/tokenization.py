@@ -108,6 +108,15 @@ def query_lengths(tokenizer: object, queries: Sequence[str], batch: int = 4096) 
     return lengths
 
 
+def head(text: str, words: int) -> str:
+    """``text`` up to its ``words``-th whitespace-separated word. Every word gives at least one token unless it is
+    made only of characters that the tokenizer drops (controls, lone accents), so the head of ``2 * max_length *
+    max_passages`` words (:meth:`PairTokenizer.encode`) gives the rows that the whole text gives, at a cost that does
+    not grow with the document."""
+    parts = text.split(None, words)
+    return text if len(parts) <= words else text[: len(text) - len(parts[-1])]
+
+
 def cut_queries(lengths: Sequence[int], budget: int, where: str) -> str | None:
     """A warning naming how many of the queries of ``where`` a query budget of ``budget`` tokens cuts and by how
     much, or None when it cuts none."""
@@ -143,9 +152,14 @@ class PairTokenizer:
                 for query, offsets in zip(queries, encoded["offset_mapping"])]
 
     def encode(self, queries: list[str], documents: list[str]) -> tuple[dict[str, list], list[int]]:
-        """Unpadded rows (``input_ids``, ...) and, for each row, the index of its (query, document) pair."""
+        """Unpadded rows (``input_ids``, ...) and, for each row, the index of its (query, document) pair.
+
+        Each document is cut to its head (:func:`head`) before it is tokenized: the tokenizer would otherwise read a
+        30,000-word document whole to keep its first rows."""
         config = self.config
         maxp = config.passages == "maxp"
+        words = 2 * config.max_length * (config.max_passages if maxp else 1)
+        documents = [head(document, words) for document in documents]
         encoded = self.tokenizer(self.truncate_queries(queries), documents, truncation="only_second",
                                  max_length=config.max_length, stride=config.stride if maxp else 0,
                                  return_overflowing_tokens=maxp)
