@@ -151,3 +151,44 @@ def test_the_jvm_starts_without_warnings_of_its_own(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines()[-1] == "['a']"  # after Anserini's own lines
     assert "sun.misc.Unsafe" not in done.stderr, done.stderr
+
+
+def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rerank cv`` prepares the data once per fold and again for the test phase: BM25 runs once, from the cache
+    after that, and again only when a query changes."""
+    from helpers import WORDS, tiny_bert
+
+    from rerank import first_stage as first_stage_module
+    from rerank.data.datamodule import RerankDataModule
+    from rerank.data.folds import FoldsConfig
+    from rerank.data.tokenization import TokenizationConfig
+
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    retrievals = []
+    monkeypatch.setattr(first_stage_module, "retrieve",
+                        lambda *args, **kwargs: retrievals.append(args) or retrieve(*args, **kwargs))
+    docs = "".join(json.dumps({"doc_id": f"d{i}", "text": " ".join(WORDS[i:] + WORDS[:2])}) + "\n" for i in range(9))
+    (tmp_path / "docs.jsonl").write_text(docs)
+    (tmp_path / "qrels.txt").write_text("".join(f"{q} 0 d{q} 1\n" for q in range(6)))
+    bert = str(tiny_bert(tmp_path / "bert"))
+
+    def prepared(output: str, queries: list[str]) -> Path:
+        (tmp_path / "queries.tsv").write_text("".join(f"{q}\t{text}\n" for q, text in enumerate(queries)))
+        data = RerankDataModule(
+            collection=CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                                        qrels=str(tmp_path / "qrels.txt"), cache_dir=str(tmp_path / "arrow")),
+            first_stage=FirstStageConfig(backend="bm25s", index_dir=str(tmp_path / "index"), retrieval_depth=5),
+            folds=FoldsConfig(count=3, test=int(output[-1])), model_name=bert, output_dir=str(tmp_path / output),
+            rerank_depth=5, tokenization=TokenizationConfig(max_length=24, max_query_length=4))
+        data.prepare_data()
+        data.prepare_data()  # the test phase
+        return data.directory.first_stage_run
+
+    queries = [" ".join(WORDS[q: q + 2]) for q in range(6)]
+    first, second = prepared("fold1", queries), prepared("fold2", queries)
+    assert len(retrievals) == 1 and first.read_bytes() == second.read_bytes()
+    written, fresh = read_run(first), retrieve(*retrievals[0])
+    assert {q: list(ranked) for q, ranked in written.items()} == {q: list(ranked) for q, ranked in fresh.items()}
+    changed = prepared("fold3", [*queries[:5], "heat flux"])
+    assert len(retrievals) == 2 and read_run(changed)["5"] != read_run(first)["5"]

@@ -14,7 +14,8 @@ are those of :class:`~rerank.data.collection.CollectionConfig`, :class:`~rerank.
       train: [...]          # training sources (default: the training folds' queries with their qrels)
 
 The tokenization comes from the model (``model.tokenization``, linked by the CLI). ``prepare_data`` (once per
-node) retrieves the first-stage run of every query and writes it to the run directory's ``first_stage.trec``,
+node) writes the first-stage run of every query to the run directory's ``first_stage.trec`` (BM25's retrieved
+once into ``$RERANK_CACHE/first_stage``, then copied: every fold of ``rerank cv`` and the test phase reuse it),
 and warms the caches of the training sources (their candidates, pseudo-queries, teacher scores); ``setup``
 (every process) reads them and checks, before any training, that every source has lists to draw. Validation and
 test pairs are built when first needed, after checking that the run and the qrels share queries.
@@ -25,6 +26,7 @@ test pairs are built when first needed, after checking that the run and the qrel
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,9 @@ import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
+from ..atomic import atomic_write
 from ..cross_encoder import load_tokenizer, resolve_tokenization
-from ..first_stage import FirstStageConfig, write_first_stage_run
+from ..first_stage import FirstStageConfig, cached_run, write_first_stage_run
 from ..run_directory import RunDirectory
 from ..teacher import teacher_scores
 from .batches import EvaluationCollator, TrainingCollator
@@ -149,8 +152,19 @@ class RerankDataModule(pl.LightningDataModule):
         if self.collection.has_qrels:
             self.collection.qrels  # noqa: B018
         if self._reads_first_stage_run():
-            write_first_stage_run(self.collection_config, self.first_stage_config, self.directory.first_stage_run)
+            self._write_first_stage_run()
         self._resolve_sources()
+
+    def _write_first_stage_run(self) -> None:
+        """The first-stage run into the run directory: BM25's from the cache (:func:`cached_run`: retrieved once for
+        every fold and phase); a given run file's read and checked anew (it may have changed in place)."""
+        path = self.directory.first_stage_run
+        if self.first_stage_config.backend == "run":
+            write_first_stage_run(self.collection_config, self.first_stage_config, path)
+            return
+        cached = cached_run(self.collection, self.first_stage_config, self.collection.queries)
+        with cached.open("rb") as source, atomic_write(path, "wb") as target:
+            shutil.copyfileobj(source, target)
 
     def _reads_first_stage_run(self) -> bool:
         trainer = self.trainer

@@ -37,8 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..cache import cache_path
-from ..first_stage import FirstStageConfig, write_first_stage_run
+from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
 from .collection import Collection, Documents, as_collection_config
 from .examples import Candidates, candidate_lists, trainable
@@ -222,14 +221,8 @@ def _candidates(config: SourceConfig, collection: Collection, queries: Mapping[s
 
 
 def source_run(collection: Collection, first_stage: FirstStageConfig, queries: Mapping[str, str]) -> Run:
-    """The first-stage run of ``queries`` on ``collection``, cached by documents, first stage and query texts."""
-    documents = collection.documents
-    settings = dataclasses.replace(first_stage, index_dir=None, threads=0)
-    path = cache_path("first_stage", documents.source(), documents.fingerprint(), dataclasses.asdict(settings),
-                      sorted(queries.items()), suffix=".trec")
-    if not path.is_file():
-        write_first_stage_run(collection.config, first_stage, path, dict(queries))
-    return read_run(path)
+    """The first-stage run of ``queries`` on ``collection`` (:func:`~rerank.first_stage.cached_run`)."""
+    return read_run(cached_run(collection, first_stage, queries))
 
 
 def _with_source(candidates: dict[str, float], relevant: Mapping[str, int], depth: int) -> dict[str, float]:

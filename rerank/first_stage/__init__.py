@@ -16,6 +16,7 @@ is deterministic.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing
 from collections.abc import Mapping
@@ -23,7 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache import cache_root
+from ..cache import cache_path, cache_root
 from ..data.collection import Collection, CollectionConfig
 from ..data.trec import Run, read_run, top_k, write_run
 
@@ -111,6 +112,19 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
         return
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         pool.submit(_write_run, collection, config, path, queries).result()
+
+
+def cached_run(collection: Collection, config: FirstStageConfig, queries: Mapping[str, str]) -> Path:
+    """The first-stage run file of ``queries`` on ``collection``, from ``$RERANK_CACHE/first_stage`` by the documents,
+    the settings (not where indexes live, nor the threads) and the query texts; retrieved once
+    (:func:`write_first_stage_run`), then reused by every fold, re-run and test phase."""
+    documents = collection.documents
+    settings = dataclasses.replace(config, index_dir=None, threads=0)
+    path = cache_path("first_stage", documents.source(), documents.fingerprint(), dataclasses.asdict(settings),
+                      sorted(queries.items()), suffix=".trec")
+    if not path.is_file():
+        write_first_stage_run(collection.config, config, path, dict(queries))
+    return path
 
 
 def _write_run(collection: CollectionConfig, config: FirstStageConfig, path: Path,
