@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import torch
 import yaml
@@ -19,6 +22,15 @@ MINILM_VOCAB = next((SHARED / "hf_home").glob(MINILM), None)
 CRANFIELD = yaml.safe_load((REPO / "configs" / "cranfield.yaml").read_text())["data"]["collection"]
 """Cranfield's collection section, label map included, as the default config has it."""
 WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module (registered in ``sys.modules``, where dataclasses look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[name] = script
+    spec.loader.exec_module(script)
+    return script
 
 
 def random_lists(

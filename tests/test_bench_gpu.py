@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from helpers import MINILM_VOCAB, REPO
+from helpers import MINILM_VOCAB, load_script
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home (the convergence part)")
 
 
 def load_suite() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_gpu", REPO / "scripts" / "bench_gpu.py")
-    suite = importlib.util.module_from_spec(spec)
-    sys.modules["bench_gpu"] = suite  # dataclasses look their module up there
-    spec.loader.exec_module(suite)
-    return suite
+    return load_script("bench_gpu")
 
 
 def test_every_part_of_the_gpu_suite_runs_in_a_dry_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import MINILM_VOCAB, REPO, tiny_bert
+import torch
+from helpers import MINILM_VOCAB, REPO, load_script, tiny_bert
 
 
 @pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home (MiniLM's vocabulary)")
@@ -34,3 +35,37 @@ def test_the_startup_bench_reports_which_libraries_each_case_loaded(tmp_path: Pa
     results = json.loads((tmp_path / "startup.json").read_text())["results"]
     assert all(results[case]["loaded"] == "-" for case in results if case != "from rerank import Reranker")
     assert results["from rerank import Reranker"]["loaded"] == "torch"
+
+
+def test_a_truncated_bert_is_the_first_layers_of_the_original(tmp_path: Path) -> None:
+    from transformers import AutoModel, AutoTokenizer
+
+    original = tiny_bert(tmp_path / "bert", dropout=0.0)
+    load_script("truncate_bert").main(["--model", str(original), "--layers", "1", "--out", str(tmp_path / "small")])
+    small, full = AutoModel.from_pretrained(tmp_path / "small").eval(), AutoModel.from_pretrained(original).eval()
+    assert small.config.num_hidden_layers == 1 and len(small.encoder.layer) == 1
+    inputs = AutoTokenizer.from_pretrained(tmp_path / "small")(["wind tunnel heat"], return_tensors="pt")
+    expected = full(**inputs, output_hidden_states=True).hidden_states[1]
+    assert torch.allclose(small(**inputs).last_hidden_state, expected, atol=1e-6)
+    with pytest.raises(SystemExit):
+        load_script("truncate_bert").main(["--model", str(original), "--layers", "3", "--out", str(tmp_path / "x")])
+
+
+def test_the_loader_bench_times_training_and_evaluation_loaders_per_worker_count(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    collection = load_script("make_collection")
+    collection.make(collection.ROBUST04.scaled(0.002), tmp_path / "robust04-shaped", seed=3)
+    load_script("bench_loaders").main([
+        "--config", "robust04.yaml", "--config", str(tmp_path / "robust04-shaped" / "collection.yaml"),
+        "--model.model_name", str(tiny_bert(tmp_path / "bert")), "--data.first_stage.backend", "bm25s",
+        "--data.first_stage.index_dir", str(tmp_path / "index"), "--output_dir", str(tmp_path / "run"),
+        "--data.eval_batch_size", "16", "--workers", "0", "1", "--batches", "3", "--output", str(tmp_path / "l.json")])
+    report = json.loads((tmp_path / "l.json").read_text())
+    rows = {(row["loader"], row["workers"]): row for row in report["rows"]}
+    assert set(rows) == {(loader, workers) for loader in ("train", "validation") for workers in (0, 1)}
+    for row in rows.values():
+        assert row["batches"] == 3 and row["rows_per_s"] > 0 and row["rows"] >= row["pairs"] > 0
+        assert row["tokens_per_row"] <= 512
+    assert rows["train", 0]["pairs"] == 3 * 4  # robust04.yaml: one list of 4 documents a batch
+    assert rows["validation", 1]["pairs"] == 3 * 16
