@@ -156,18 +156,24 @@ def test_the_jvm_starts_without_warnings_of_its_own(tmp_path: Path) -> None:
 def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``rerank cv`` prepares the data once per fold and again for the test phase: BM25 runs once, from the cache
-    after that, and again only when a query changes."""
+    after that, and again only when a query changes; a fold's training lists are made once, not again by
+    ``setup`` and the test phase."""
     from helpers import WORDS, tiny_bert
 
     from rerank import first_stage as first_stage_module
+    from rerank.data import datamodule as datamodule_module
     from rerank.data.datamodule import RerankDataModule
     from rerank.data.folds import FoldsConfig
+    from rerank.data.sources import resolve
     from rerank.data.tokenization import TokenizationConfig
 
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
     retrievals = []
     monkeypatch.setattr(first_stage_module, "retrieve",
                         lambda *args, **kwargs: retrievals.append(args) or retrieve(*args, **kwargs))
+    resolved = []
+    monkeypatch.setattr(datamodule_module, "resolve",
+                        lambda *args, **kwargs: resolved.append(args) or resolve(*args, **kwargs))
     docs = "".join(json.dumps({"doc_id": f"d{i}", "text": " ".join(WORDS[i:] + WORDS[:2])}) + "\n" for i in range(9))
     (tmp_path / "docs.jsonl").write_text(docs)
     (tmp_path / "qrels.txt").write_text("".join(f"{q} 0 d{q} 1\n" for q in range(6)))
@@ -182,13 +188,40 @@ def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path
             folds=FoldsConfig(count=3, test=int(output[-1])), model_name=bert, output_dir=str(tmp_path / output),
             rerank_depth=5, tokenization=TokenizationConfig(max_length=24, max_query_length=4))
         data.prepare_data()
+        data.setup("fit")
         data.prepare_data()  # the test phase
         return data.directory.first_stage_run
 
     queries = [" ".join(WORDS[q: q + 2]) for q in range(6)]
     first, second = prepared("fold1", queries), prepared("fold2", queries)
     assert len(retrievals) == 1 and first.read_bytes() == second.read_bytes()
+    assert len(resolved) == 2  # one source, one list-making per fold
     written, fresh = read_run(first), retrieve(*retrievals[0])
     assert {q: list(ranked) for q, ranked in written.items()} == {q: list(ranked) for q, ranked in fresh.items()}
     changed = prepared("fold3", [*queries[:5], "heat flux"])
     assert len(retrievals) == 2 and read_run(changed)["5"] != read_run(first)["5"]
+
+
+def test_a_jvm_out_of_heap_while_indexing_is_one_error_that_names_the_setting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lucene reports a full heap late and in its own words (a closed IndexWriter, a Java stack trace): the error
+    says what happened and what to set."""
+    import numpy as np
+
+    from rerank.first_stage import write_first_stage_run
+
+    monkeypatch.setenv("RERANK_JAVA_OPTIONS", "-Xms16m -Xmx32m")
+    rng = np.random.default_rng(0)
+    words = np.array([f"w{i}" for i in range(200_000)], dtype=object)
+    with (tmp_path / "docs.jsonl").open("w") as handle:
+        for i in range(40_000):
+            handle.write(json.dumps({"doc_id": f"d{i}", "text": " ".join(words[rng.integers(0, len(words), 60)])}))
+            handle.write("\n")
+    (tmp_path / "queries.tsv").write_text("1\tw1 w2\n")
+    config = CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                              cache_dir=str(tmp_path / "arrow"))
+    first_stage = FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes"))
+    with pytest.raises(RuntimeError, match=r"indexing .* \(40,000 documents\) ran out of Java heap "
+                                           r"\(RERANK_JAVA_OPTIONS='-Xms16m -Xmx32m'\).*RERANK_JAVA_OPTIONS='-Xmx4g'"):
+        write_first_stage_run(config, first_stage, tmp_path / "run.trec")
+    assert not list((tmp_path / "indexes").glob("lucene-*"))  # no half-written index left to be reused

