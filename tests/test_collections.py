@@ -113,3 +113,16 @@ def test_bad_collection_configs_fail_clearly(tmp_path: Path) -> None:
     (tmp_path / "queries.tsv").write_text("1\tfine\n2\n")
     with pytest.raises(ValueError, match=r"queries.tsv:2: expected query_id<TAB>text"):
         _ = Collection(CollectionConfig(queries=str(tmp_path / "queries.tsv"))).queries
+
+
+def test_local_documents_are_found_by_id_through_the_sorted_index(tmp_path: Path) -> None:
+    ids = ["b", "a10", "a9", "ü-1", "zzz", "a1"]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps({"doc_id": doc, "text": f"text of {doc}"}) + "\n"
+                                                 for doc in ids), encoding="utf-8")
+    documents = Collection(CollectionConfig(docs=str(tmp_path / "docs.jsonl"), cache_dir=str(tmp_path))).documents
+    assert [documents.text(doc) for doc in ids] == [f"text of {doc}" for doc in ids]
+    assert all(doc in documents for doc in ids) and len(documents) == len(ids)
+    for absent in ("a", "a100", "zzzz", "ü", ""):  # between, after, longer than any id, a prefix
+        assert absent not in documents
+    with pytest.raises(KeyError, match="no document 'c'"):
+        documents.text("c")

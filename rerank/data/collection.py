@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from ..atomic import atomic_directory
+from ..atomic import atomic_directory, atomic_write
 from ..cache import cache_root
 from .lines import check_id, read_text, text_lines
 from .trec import Qrels, map_label, read_qrels
@@ -418,7 +418,10 @@ def _looks_like_trec_topics(path: Path) -> bool:
 
 
 class _ArrowDocuments(Documents):
-    """Local documents converted once to an Arrow file (memory-mapped) with an id -> row index."""
+    """Local documents converted once to an Arrow file (memory-mapped) with an id -> row index: the ids sorted, as
+    fixed-width UTF-8 in a memory-mapped array, and each one's row (``ids.npy``, ``rows.npy``). A look-up is a
+    binary search; opening costs nothing whatever the collection's size (a dict of 8.8M ids took a minute and
+    about 1.5 GB)."""
 
     def __init__(self, path: Path, cache_dir: str | None) -> None:
         self.path = path
@@ -436,24 +439,44 @@ class _ArrowDocuments(Documents):
     def _table(self):
         return self._indexed[0]
 
-    @property
-    def _rows(self) -> dict[str, int]:
-        return self._indexed[1]
-
     @cached_property
-    def _indexed(self) -> tuple[Any, dict[str, int]]:
-        """The Arrow table (built once per version of the file) and its id -> row index."""
-        table = self._load()
-        rows: dict[str, int] = {}
-        lines = table["line"]
-        for row, doc_id in enumerate(table["doc_id"]):
-            if doc_id in rows:
-                raise ValueError(f"{self.path}:{lines[row]}: duplicate doc_id {doc_id!r} (also on line "
-                                 f"{lines[rows[doc_id]]})")
-            rows[doc_id] = row
-        return table, rows
+    def _indexed(self) -> tuple[Any, Any, Any]:
+        """The Arrow table (built once per version of the file), its sorted ids and their rows."""
+        import numpy as np
 
-    def _load(self):
+        table, folder = self._load()
+        if not (folder / "ids.npy").is_file():  # a table converted before the index existed
+            self._write_index(table, folder)
+        return table, np.load(folder / "ids.npy", mmap_mode="r"), np.load(folder / "rows.npy", mmap_mode="r")
+
+    def _row(self, doc_id: str) -> int | None:
+        """The table row of ``doc_id``, or None."""
+        _, ids, rows = self._indexed
+        key = doc_id.encode()
+        if len(key) > ids.dtype.itemsize:  # numpy would compare a cut key
+            return None
+        at = int(ids.searchsorted(key))
+        return int(rows[at]) if at < len(ids) and ids[at] == key else None
+
+    def _write_index(self, table: Any, folder: Path) -> None:
+        """``ids.npy`` and ``rows.npy`` of :meth:`_indexed`; a duplicate id fails, naming both lines."""
+        import numpy as np
+
+        ids = np.array([doc_id.encode() for doc_id in table["doc_id"]], dtype=bytes)
+        order = np.argsort(ids, kind="stable")
+        ids = ids[order]
+        same = np.flatnonzero(ids[1:] == ids[:-1])
+        if len(same):  # the first repeat in the file, as a reader going line by line would meet it
+            first, later = min(((int(order[i]), int(order[i + 1])) for i in same), key=lambda pair: pair[1])
+            lines = table["line"]
+            raise ValueError(f"{self.path}:{lines[later]}: duplicate doc_id {table[later]['doc_id']!r} (also on line "
+                             f"{lines[first]})")
+        for name, array in (("rows.npy", order.astype(np.int64)), ("ids.npy", ids)):  # ids last: it marks a whole index
+            with atomic_write(folder / name, "wb") as handle:
+                np.save(handle, array)
+
+    def _load(self) -> tuple[Any, Path]:
+        """The Arrow table and its folder, converted first if this version of the file has none."""
         import datasets
 
         datasets.disable_progress_bars()
@@ -475,17 +498,18 @@ class _ArrowDocuments(Documents):
                     if isinstance(error.__cause__, ValueError):  # our own message, with file and line
                         raise error.__cause__ from None
                     raise
+                self._write_index(table, staging)
                 shutil.rmtree(staging / "build")
-        return datasets.load_from_disk(str(cache / "table"))
+        return datasets.load_from_disk(str(cache / "table")), cache
 
     def __len__(self) -> int:
         return self._table.num_rows
 
     def __contains__(self, doc_id: str) -> bool:
-        return doc_id in self._rows
+        return self._row(doc_id) is not None
 
     def text(self, doc_id: str) -> str:
-        row = self._rows.get(doc_id)
+        row = self._row(doc_id)
         if row is None:
             raise KeyError(f"{self.path}: no document {doc_id!r}")
         return self._table[row]["text"]
@@ -504,7 +528,7 @@ class _ArrowDocuments(Documents):
 
 _ARROW_SCHEMA = 3
 """The version of the Arrow tables' columns (``doc_id``, ``title``, ``text`` = title and body, ``line``) and of
-their folder (``<cache>/table``)."""
+their folder (``<cache>/table``; ``ids.npy`` and ``rows.npy`` beside it are added to a folder that lacks them)."""
 
 
 def _read_documents(path: str) -> Iterator[dict[str, str | int]]:
