@@ -157,8 +157,11 @@ def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """``rerank cv`` prepares the data once per fold and again for the test phase: BM25 runs once, from the cache
     after that, and again only when a query changes; a fold's training lists are made once, not again by
-    ``setup`` and the test phase."""
+    ``setup`` and the test phase, and not at all for a prediction."""
+    from types import SimpleNamespace
+
     from helpers import WORDS, tiny_bert
+    from lightning.pytorch.trainer.states import TrainerFn
 
     from rerank import first_stage as first_stage_module
     from rerank.data import datamodule as datamodule_module
@@ -189,7 +192,12 @@ def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path
             rerank_depth=5, tokenization=TokenizationConfig(max_length=24, max_query_length=4))
         data.prepare_data()
         data.setup("fit")
+        data.trainer = SimpleNamespace(state=SimpleNamespace(fn=TrainerFn.TESTING), limit_val_batches=1.0)
         data.prepare_data()  # the test phase
+        data.trainer = SimpleNamespace(state=SimpleNamespace(fn=TrainerFn.PREDICTING), limit_val_batches=1.0)
+        data.training = []
+        data.prepare_data()  # rerank predict: no training lists
+        assert not data.training
         return data.directory.first_stage_run
 
     queries = [" ".join(WORDS[q: q + 2]) for q in range(6)]

@@ -147,7 +147,7 @@ class RerankDataModule(pl.LightningDataModule):
     def prepare_data(self) -> None:
         """Retrieve the first-stage candidates of every query into the run directory (unless nothing reads them:
         a training-only stage on sources of their own), and make the training sources' lists (their candidates,
-        pseudo-queries and teacher scores cached on the way), once: ``setup`` and the test phase use them. The
+        pseudo-queries and teacher scores cached on the way), once, when it prepares for training. The
         collection's queries and qrels are read first: a mistake in them fails before the retrieval, which can take
         long."""
         self.collection.queries  # noqa: B018 (read and checked)
@@ -155,7 +155,7 @@ class RerankDataModule(pl.LightningDataModule):
             self.collection.qrels  # noqa: B018
         if self._reads_first_stage_run():
             self._write_first_stage_run()
-        if not self.training:  # kept for setup (the same process) and the test phase: lists are made once
+        if not self.training and self._fits():  # kept for setup (the same process): lists are made once
             self.training = self._resolve_sources()
 
     def _write_first_stage_run(self) -> None:
@@ -168,6 +168,10 @@ class RerankDataModule(pl.LightningDataModule):
         cached = cached_run(self.collection, self.first_stage_config, self.collection.queries)
         with cached.open("rb") as source, atomic_write(path, "wb") as target:
             shutil.copyfileobj(source, target)
+
+    def _fits(self) -> bool:
+        """Whether the data is prepared for training (not for a test or prediction alone, which read no lists)."""
+        return self.trainer is None or self.trainer.state.fn == TrainerFn.FITTING
 
     def _reads_first_stage_run(self) -> bool:
         trainer = self.trainer
