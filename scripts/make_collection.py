@@ -4,7 +4,7 @@ Usage::
 
     python scripts/make_collection.py robust04 --out collections/robust04-shaped
     python scripts/make_collection.py msmarco --out collections/msmarco-shaped
-    python scripts/make_collection.py robust04 --out /tmp/r04-small --scale 0.01   # 1 % of the documents
+    python scripts/make_collection.py robust04 --out collections/r04-small --scale 0.01   # 1 % of the documents
 
 Each folder holds the files a user's own collection has (docs.jsonl, queries, TREC qrels; ``collection.yaml`` and
 ``pretrain.yaml`` to stack on a config) and ``shape.json``: the counts and length statistics measured on what was
