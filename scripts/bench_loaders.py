@@ -22,7 +22,7 @@ import os
 import platform
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rich.console import Console
@@ -31,7 +31,7 @@ from rich.table import Table
 REPO = Path(__file__).resolve().parents[1]
 
 
-def timed(batches: Iterable, count: int, pairs_of: callable) -> dict[str, float]:
+def timed(batches: Iterable, count: int, pairs_of: Callable[[object], int]) -> dict[str, float]:
     """Drain ``count`` batches after the first; rates per second of what they hold."""
     iterator = iter(batches)
     started = time.perf_counter()

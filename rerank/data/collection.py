@@ -445,7 +445,7 @@ class _ArrowDocuments(Documents):
         import numpy as np
 
         table, folder = self._load()
-        if not (folder / "ids.npy").is_file():  # a table converted before the index existed
+        if not (folder / "ids.npy").is_file():  # made once, at the first look-up of a table
             self._write_index(table, folder)
         return table, np.load(folder / "ids.npy", mmap_mode="r"), np.load(folder / "rows.npy", mmap_mode="r")
 
@@ -498,7 +498,6 @@ class _ArrowDocuments(Documents):
                     if isinstance(error.__cause__, ValueError):  # our own message, with file and line
                         raise error.__cause__ from None
                     raise
-                self._write_index(table, staging)
                 shutil.rmtree(staging / "build")
         return datasets.load_from_disk(str(cache / "table")), cache
 
@@ -528,7 +527,7 @@ class _ArrowDocuments(Documents):
 
 _ARROW_SCHEMA = 3
 """The version of the Arrow tables' columns (``doc_id``, ``title``, ``text`` = title and body, ``line``) and of
-their folder (``<cache>/table``; ``ids.npy`` and ``rows.npy`` beside it are added to a folder that lacks them)."""
+their folder (``<cache>/table``, and ``ids.npy`` and ``rows.npy`` beside it, made at the first look-up)."""
 
 
 def _read_documents(path: str) -> Iterator[dict[str, str | int]]:
