@@ -15,8 +15,9 @@ from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert
 from safetensors.torch import load_file
 
 from rerank.cli import fit
+from rerank.data.candidates import CandidateLists, read_candidates
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.data.examples import Candidates, TrainingLists, TrainingSampler, proportions
+from rerank.data.examples import TrainingLists, TrainingSampler, proportions
 from rerank.data.pseudo_queries import PseudoQueryConfig, pseudo_queries
 from rerank.data.sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
 from rerank.data.trec import read_run, write_run
@@ -196,7 +197,8 @@ def test_pseudo_queries_per_document_add_the_next_sentences_of_the_body(tmp_path
 
 def test_mixing_weights_give_the_configured_proportions() -> None:
     def source(name: str, queries: int, weight: float) -> TrainingSource:
-        lists = [Candidates(f"{name}{i}", "q", ["d"], [1], [1.0]) for i in range(queries)]
+        lists = CandidateLists.from_run({f"{name}{i}": {"d": 1.0} for i in range(queries)}, qrels={
+            f"{name}{i}": {"d": 1} for i in range(queries)})
         return TrainingSource(name=name, lists=lists, documents=None, weight=weight, strategy="top")
 
     dataset = TrainingLists([source("a", 30, 1.0), source("b", 7, 3.0), source("c", 3, 0.5)], list_size=1, seed=0)
@@ -228,7 +230,7 @@ def test_bad_sources_fail_before_training_naming_the_option(workdir: Path) -> No
     collection = Collection(CollectionConfig(**CRANFIELD))
     first_stage = FirstStageConfig(backend="run", run=str(workdir / "bm25.run"))
     context = SourceContext(collection=collection, first_stage=first_stage,
-                            first_stage_run=read_run(workdir / "bm25.run"), train_query_ids=["1", "2"],
+                            first_stage_run=read_candidates(workdir / "bm25.run"), train_query_ids=["1", "2"],
                             rerank_depth=20, strategy="random")
     empty_teacher = workdir / "flat.run"
     write_run({qid: dict.fromkeys(docs, 0.5) for qid, docs in read_run(workdir / "bm25.run").items()}, empty_teacher)
@@ -244,17 +246,19 @@ def test_sources_resolve_labels_and_teacher_scores(workdir: Path, tmp_path: Path
     run = read_run(workdir / "bm25.run")
     first_stage = FirstStageConfig(backend="run", run=str(workdir / "bm25.run"))
     context = SourceContext(collection=collection, first_stage=first_stage,
-                            first_stage_run=run, train_query_ids=["1", "2", "3"], rerank_depth=10,
+                            first_stage_run=read_candidates(workdir / "bm25.run"), train_query_ids=["1", "2", "3"],
+                            rerank_depth=10,
                             strategy="random")
     teacher = TeacherConfig(run=str(workdir / "bm25.run"))
     both = resolve(SourceConfig(targets="both", teacher=teacher), "both", context)
     assert [c.query_id for c in both.lists] == ["1", "2", "3"] and both.strategy == "random"
     qrels = collection.qrels
     for candidates in both.lists:
-        assert candidates.teacher == [run[candidates.query_id][doc] for doc in candidates.doc_ids]
-        assert candidates.labels == [max(qrels[candidates.query_id].get(doc, 0), 0) for doc in candidates.doc_ids]
+        assert candidates.teacher.tolist() == [run[candidates.query_id][doc] for doc in candidates.doc_ids]
+        judged = qrels[candidates.query_id]
+        assert candidates.labels.tolist() == [max(judged.get(doc, 0), 0) for doc in candidates.doc_ids]
     only_teacher = resolve(SourceConfig(targets="teacher", teacher=teacher), "teacher", context)
-    assert only_teacher.strategy == "sample" and all(not any(c.labels) for c in only_teacher.lists)
+    assert only_teacher.strategy == "sample" and not only_teacher.lists.labels.any()
     pseudo = resolve(SourceConfig(queries="pseudo", pseudo=PseudoQueryConfig(count=12),
                                   first_stage=FirstStageConfig(backend="bm25s", index_dir=str(tmp_path / "idx"))),
                      "pseudo", context)
@@ -262,7 +266,7 @@ def test_sources_resolve_labels_and_teacher_scores(workdir: Path, tmp_path: Path
     for candidates in pseudo.lists:  # the source document is the one relevant candidate
         source = candidates.query_id.removeprefix("pseudo:")
         assert len(candidates.doc_ids) == 10 and candidates.labels[candidates.doc_ids.index(source)] == 1
-        assert sum(candidates.labels) == 1
+        assert candidates.labels.sum() == 1
 
 
 def write_config(workdir: Path, path: Path, **sections: object) -> Path:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from rerank.data.candidates import read_candidates
 from rerank.data.trec import TrecFormatError, read_qrels, read_run, write_qrels, write_run
 
 
@@ -36,11 +38,13 @@ def test_qrels_round_trip_with_label_map_and_binarization(tmp_path: Path) -> Non
         ("1 Q0 d1 1 0.5 t\n7 Q0 d1 1 0.5 t\n", 2, "unknown query id '7'"),
     ],
 )
-def test_malformed_runs_name_file_line_and_text(tmp_path: Path, content: str, line: int, message: str) -> None:
+@pytest.mark.parametrize("reader", [read_run, read_candidates])
+def test_malformed_runs_name_file_line_and_text(tmp_path: Path, content: str, line: int, message: str,
+                                                reader: Callable) -> None:
     path = tmp_path / "bad.run"
     path.write_text(content)
     with pytest.raises(TrecFormatError, match=message) as error:
-        read_run(path, queries={"1"})
+        reader(path, queries={"1"})
     assert str(error.value).startswith(f"{path}:{line}: ")
     assert content.splitlines()[line - 1] in str(error.value)
 

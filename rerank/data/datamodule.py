@@ -42,20 +42,13 @@ from ..first_stage import FirstStageConfig, cached_run, write_first_stage_run
 from ..run_directory import RunDirectory
 from ..teacher import teacher_scores
 from .batches import EvaluationCollator, TrainingCollator
+from .candidates import CandidateLists, read_candidates
 from .collection import Collection, CollectionConfig, as_collection_config
-from .examples import (
-    STRATEGIES,
-    Candidates,
-    EvaluationBatches,
-    ShardSampler,
-    TrainingLists,
-    TrainingSampler,
-    candidate_lists,
-)
+from .examples import STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler
 from .folds import SPLITS, FoldsConfig, Split, make_split
 from .sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
 from .tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
-from .trec import Qrels, Run, read_run
+from .trec import Qrels, Run
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +128,9 @@ class RerankDataModule(pl.LightningDataModule):
         self.predict_queries, self.num_workers, self.seed = predict_queries, num_workers, seed
         self.collection = Collection(self.collection_config)
         self._split: Split | None = None
-        self._run: Run | None = None
+        self._run: CandidateLists | None = None
         self.training: list[TrainingSource] = []
-        self.lists: dict[str, list[Candidates]] = {}
+        self.lists: dict[str, CandidateLists] = {}
         self._evaluation: dict[str, EvaluationBatches] = {}
         self._train_sampler: TrainingSampler | None = None
         self._resume: tuple[int, int] | None = None
@@ -186,10 +179,10 @@ class RerankDataModule(pl.LightningDataModule):
         return self._split
 
     @property
-    def run(self) -> Run:
-        """The first-stage run of every query (what ``prepare_data`` wrote)."""
+    def run(self) -> CandidateLists:
+        """The first-stage run of every query (what ``prepare_data`` wrote), as compact arrays."""
         if self._run is None:
-            self._run = read_run(self.directory.first_stage_run)
+            self._run = read_candidates(self.directory.first_stage_run)
         return self._run
 
     def setup(self, stage: str | None = None) -> None:
@@ -199,12 +192,12 @@ class RerankDataModule(pl.LightningDataModule):
             for source in self.training:
                 self._check_query_budget(source.lists, source.name)
 
-    def _check_query_budget(self, lists: Sequence[Candidates], where: str) -> None:
+    def _check_query_budget(self, lists: CandidateLists, where: str) -> None:
         """Warn, once per ``where``, when ``model.tokenization.max_query_length`` cuts queries of ``lists``."""
         if where in self._budget_checked or not lists:
             return
         self._budget_checked.add(where)
-        lengths = query_lengths(load_tokenizer(self.model_name), [candidates.query for candidates in lists])
+        lengths = query_lengths(load_tokenizer(self.model_name), lists.queries)
         warning = cut_queries(lengths, self.tokenization.max_query_length, where)
         if warning:
             logger.warning(warning)
@@ -219,18 +212,19 @@ class RerankDataModule(pl.LightningDataModule):
                                 rerank_depth=self.rerank_depth, strategy=self.strategy)
         return [resolve(source, f"data.train[{i}]", context) for i, source in enumerate(self.sources)]
 
-    def evaluation_lists(self, split: str) -> list[Candidates]:
+    def evaluation_lists(self, split: str) -> CandidateLists:
         """The candidates of ``split`` (``validation``, ``test``, or ``predict``: :attr:`predict_queries`)."""
         if split not in self.lists:
             run = self.run
             if split == "predict":
-                query_ids = list(run) if self.predict_queries == "all" else getattr(self.split, self.predict_queries)
+                query_ids = run.query_ids if self.predict_queries == "all" else getattr(self.split,
+                                                                                        self.predict_queries)
                 qrels: Qrels = {}
             else:
                 qrels = self.collection.qrels
                 check_overlap(run, qrels, self.directory.first_stage_run)
                 query_ids = getattr(self.split, split)
-            self.lists[split] = candidate_lists(run, self.collection.queries, qrels, query_ids, self.rerank_depth)
+            self.lists[split] = run.select(query_ids, self.rerank_depth, self.collection.queries, qrels)
             if not self.lists[split]:
                 raise ValueError(f"no {split} query of fold {self.folds_config.test} has first-stage candidates "
                                  f"in {self.directory.first_stage_run}")
@@ -246,9 +240,9 @@ class RerankDataModule(pl.LightningDataModule):
         if teacher is None:
             return None
         if split not in self._teacher_runs:
-            candidates = {lst.query_id: dict(zip(lst.doc_ids, lst.scores)) for lst in self.evaluation_lists(split)}
             try:
-                self._teacher_runs[split] = teacher_scores(teacher, candidates, self.collection.queries,
+                self._teacher_runs[split] = teacher_scores(teacher, self.evaluation_lists(split).as_run(),
+                                                           self.collection.queries,
                                                            self.collection.documents)
             except ValueError as error:
                 logger.warning("no fusion with the teacher on the %s queries: %s", split, error)
@@ -316,10 +310,10 @@ class RerankDataModule(pl.LightningDataModule):
             self._resume = (state["epoch"], state["batches"])
 
 
-def check_overlap(run: Run, qrels: Qrels, where: Path) -> None:
+def check_overlap(run: CandidateLists, qrels: Qrels, where: Path) -> None:
     """Fail early when the run and the qrels have no query in common."""
-    shared = run.keys() & qrels.keys()
+    shared = qrels.keys() & set(run.query_ids)
     if not shared:
-        raise ValueError(f"the first-stage run {where} ({len(run)} queries, e.g. {sorted(run)[:3]}) and the qrels "
-                         f"({len(qrels)} queries, e.g. {sorted(qrels)[:3]}) share no query id; check that they "
-                         "belong to the same collection")
+        raise ValueError(f"the first-stage run {where} ({len(run)} queries, e.g. {sorted(run.query_ids)[:3]}) and "
+                         f"the qrels ({len(qrels)} queries, e.g. {sorted(qrels)[:3]}) share no query id; check that "
+                         "they belong to the same collection")

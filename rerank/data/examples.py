@@ -21,16 +21,16 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, DistributedSampler
 
 from .batches import TrainingList
+from .candidates import CandidateLists, Candidates
 from .collection import Documents
-from .trec import Qrels, Run, ranked
 
 if TYPE_CHECKING:
     from .sources import TrainingSource
@@ -38,45 +38,18 @@ if TYPE_CHECKING:
 STRATEGIES = ("top", "random", "pairs", "sample")
 
 
-@dataclass(frozen=True)
-class Candidates:
-    """A query and its first-stage candidates, best first, with labels, first-stage scores and, when the query's
-    source has a teacher, the teacher's scores."""
-
-    query_id: str
-    query: str
-    doc_ids: list[str]
-    labels: list[int]
-    scores: list[float]
-    teacher: list[float] | None = None
-
-
-def candidate_lists(run: Run, queries: Mapping[str, str], qrels: Qrels, query_ids: Sequence[str],
-                    depth: int) -> list[Candidates]:
-    """The top ``depth`` candidates of each query in ``query_ids`` that the run has (ties: :func:`ranked`)."""
-    lists = []
-    for qid in query_ids:
-        if not run.get(qid):
-            continue
-        best = ranked(run[qid])[:depth]
-        judged = qrels.get(qid, {})
-        lists.append(Candidates(qid, queries[qid], [doc for doc, _ in best],
-                                [max(judged.get(doc, 0), 0) for doc, _ in best], [score for _, score in best]))
-    return lists
-
-
 def select(candidates: Candidates, list_size: int, strategy: str, rng: random.Random) -> list[int]:
     """Positions (into ``candidates``) of one training list."""
-    positions = range(len(candidates.doc_ids))
+    positions = range(len(candidates))
     if strategy == "top" or (len(positions) <= list_size and strategy in ("random", "sample")):
         return list(positions[:list_size])
     if strategy == "sample":
         return sorted(rng.sample(positions, list_size))
-    relevant = [p for p in positions if candidates.labels[p] > 0]
+    relevant = np.flatnonzero(candidates.labels > 0).tolist()
     if strategy == "random":
         first = rng.choice(relevant)
         return sorted([first, *rng.sample([p for p in positions if p != first], list_size - 1)])
-    others = [p for p in positions if candidates.labels[p] == 0]
+    others = np.flatnonzero(candidates.labels == 0).tolist()
     pairs = list_size // 2
     return [p for pair in zip(_draw(relevant, pairs, rng), _draw(others, pairs, rng)) for p in pair]
 
@@ -90,9 +63,9 @@ def trainable(candidates: Candidates, strategy: str) -> bool:
     """Whether a list can be drawn and teaches something: a relevant candidate (and, for ``pairs``, a
     non-relevant one); for ``sample``, teacher scores that are not all equal."""
     if strategy == "sample":
-        return candidates.teacher is not None and len(set(candidates.teacher)) > 1
-    relevant = sum(label > 0 for label in candidates.labels)
-    return relevant > 0 and (strategy != "pairs" or relevant < len(candidates.labels))
+        return candidates.teacher is not None and bool((candidates.teacher != candidates.teacher[0]).any())
+    relevant = int((candidates.labels > 0).sum())
+    return relevant > 0 and (strategy != "pairs" or relevant < len(candidates))
 
 
 class TrainingLists(Dataset):
@@ -117,27 +90,40 @@ class TrainingLists(Dataset):
         positions = select(candidates, self.list_size, source.strategy, rng)
         teacher = candidates.teacher
         return TrainingList(query=candidates.query,
-                            documents=[source.documents.text(candidates.doc_ids[p]) for p in positions],
-                            labels=[candidates.labels[p] for p in positions],
-                            teacher=None if teacher is None else [teacher[p] for p in positions])
+                            documents=[source.documents.text(candidates.doc_id(p)) for p in positions],
+                            labels=candidates.labels[positions].tolist(),
+                            teacher=None if teacher is None else teacher[positions].tolist())
 
 
 class EvaluationBatches(Dataset):
-    """Item ``b``: the b-th batch of (query, candidate) pairs; pairs sorted by document length, then cut."""
+    """Item ``b``: the b-th batch of (query, candidate) pairs; pairs sorted by document length, then cut.
 
-    def __init__(self, lists: list[Candidates], documents: Documents, batch_size: int,
+    The pairs stay in ``lists``' arrays: a batch is a run of positions in their length order (8 bytes a pair).
+    """
+
+    def __init__(self, lists: CandidateLists, documents: Documents, batch_size: int,
                  length: Callable[[str], int] | None = None) -> None:
-        self.documents = documents
-        pairs = [(c.query_id, c.query, doc, score) for c in lists for doc, score in zip(c.doc_ids, c.scores)]
+        self.lists, self.documents, self.batch_size = lists, documents, batch_size
+        self.owner = np.repeat(np.arange(len(lists), dtype=np.int64), np.diff(lists.offsets))
+        self.order = np.arange(len(lists.ids), dtype=np.int64)
         if length is not None:
-            pairs.sort(key=lambda pair: length(pair[2]))
-        self.batches = [pairs[start: start + batch_size] for start in range(0, len(pairs), batch_size)]
+            lengths = np.fromiter((length(doc.decode()) for doc in lists.ids.tolist()), dtype=np.int64,
+                                  count=len(lists.ids))
+            self.order = np.argsort(lengths, kind="stable")
 
     def __len__(self) -> int:
-        return len(self.batches)
+        return math.ceil(len(self.order) / self.batch_size)
 
     def __getitem__(self, index: int) -> list[tuple[str, str, str, float, str]]:
-        return [(qid, query, doc, score, self.documents.text(doc)) for qid, query, doc, score in self.batches[index]]
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        lists, pairs = self.lists, []
+        for position in self.order[index * self.batch_size: (index + 1) * self.batch_size].tolist():
+            query = self.owner[position]
+            doc = lists.ids[position].decode()
+            pairs.append((lists.query_ids[query], lists.queries[query], doc, float(lists.scores[position]),
+                          self.documents.text(doc)))
+        return pairs
 
 
 class TrainingSampler(DistributedSampler):

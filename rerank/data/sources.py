@@ -39,10 +39,11 @@ from typing import Any
 
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
+from .candidates import CandidateLists, read_candidates
 from .collection import Collection, Documents, as_collection_config
-from .examples import Candidates, candidate_lists, trainable
+from .examples import trainable
 from .pseudo_queries import PseudoQueryConfig, pseudo_queries
-from .trec import Qrels, Run, read_run, top_k
+from .trec import Qrels
 
 logger = logging.getLogger(__name__)
 
@@ -125,14 +126,14 @@ class TrainingSource:
     Attributes:
         name: for logs and errors.
         lists: each query's candidates with labels (all 0 when the source does not learn from qrels) and teacher
-            scores (None without a teacher).
+            scores (none without a teacher), as compact arrays.
         documents: where the candidates' texts are looked up.
         weight: the source's share of the lists.
         strategy: how lists are drawn (:data:`rerank.data.examples.STRATEGIES`).
     """
 
     name: str
-    lists: list[Candidates]
+    lists: CandidateLists
     documents: Documents
     weight: float = 1.0
     strategy: str = "random"
@@ -144,7 +145,7 @@ class SourceContext:
 
     collection: Collection
     first_stage: FirstStageConfig
-    first_stage_run: Run | None
+    first_stage_run: CandidateLists | None
     train_query_ids: list[str] | None
     rerank_depth: int
     strategy: str
@@ -162,17 +163,17 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
     name = config.name or f"{where} ({config.queries})"
     queries, qrels = _queries_and_qrels(config, collection, context, where)
     query_ids = _sample(sorted(queries), config)
-    run = top_k(_candidates(config, collection, queries, query_ids, context), context.rerank_depth)
-    if config.queries == "pseudo":
-        run = {qid: _with_source(run.get(qid, {}), qrels[qid], context.rerank_depth) for qid in query_ids}
     labels = qrels if config.targets != "teacher" else {}
-    lists = candidate_lists(run, queries, labels, query_ids, context.rerank_depth)
+    lists = _candidates(config, collection, queries, query_ids, context).select(query_ids, context.rerank_depth,
+                                                                                 queries, labels)
+    if config.queries == "pseudo":
+        run = lists.as_run()
+        run = {qid: _with_source(run.get(qid, {}), qrels[qid], context.rerank_depth) for qid in query_ids}
+        lists = CandidateLists.from_run(run, queries, labels, query_ids, context.rerank_depth)
     if config.teacher is not None and config.targets != "qrels":
-        scored = {c.query_id: {doc: run[c.query_id][doc] for doc in c.doc_ids} for c in lists}
-        teacher = teacher_scores(config.teacher, scored, queries, collection.documents)
-        lists = [dataclasses.replace(c, teacher=[teacher[c.query_id][doc] for doc in c.doc_ids]) for c in lists]
+        lists = lists.with_teacher(teacher_scores(config.teacher, lists.as_run(), queries, collection.documents))
     strategy = context.strategy if config.targets != "teacher" else "sample"
-    usable = [c for c in lists if trainable(c, strategy)]
+    usable = lists.keep([trainable(c, strategy) for c in lists])
     if not usable:
         raise ValueError(f"{where}: none of its {len(query_ids)} queries can be trained on (no candidates, no "
                          f"relevant candidate in the top {context.rerank_depth} for qrels targets, or teacher scores "
@@ -208,7 +209,7 @@ def _sample(query_ids: list[str], config: SourceConfig) -> list[str]:
 
 
 def _candidates(config: SourceConfig, collection: Collection, queries: Mapping[str, str], query_ids: list[str],
-                context: SourceContext) -> Run:
+                context: SourceContext) -> CandidateLists:
     """The source's first-stage run: data.collection's own run for its real queries, else retrieved (cached)."""
     if config.collection is None and config.first_stage is None and config.queries != "pseudo":
         return context.first_stage_run
@@ -220,9 +221,9 @@ def _candidates(config: SourceConfig, collection: Collection, queries: Mapping[s
                       {qid: queries[qid] for qid in query_ids})
 
 
-def source_run(collection: Collection, first_stage: FirstStageConfig, queries: Mapping[str, str]) -> Run:
+def source_run(collection: Collection, first_stage: FirstStageConfig, queries: Mapping[str, str]) -> CandidateLists:
     """The first-stage run of ``queries`` on ``collection`` (:func:`~rerank.first_stage.cached_run`)."""
-    return read_run(cached_run(collection, first_stage, queries))
+    return read_candidates(cached_run(collection, first_stage, queries))
 
 
 def _with_source(candidates: dict[str, float], relevant: Mapping[str, int], depth: int) -> dict[str, float]:

@@ -43,18 +43,14 @@ def _lines(path: str | Path) -> Iterator[tuple[int, str, list[str]]]:
             yield number, line, fields
 
 
-def read_run(path: str | Path, queries: Collection[str] | None = None) -> Run:
-    """Read a TREC run file.
-
-    Args:
-        path: the run file (6 whitespace-separated columns a line; blank lines are skipped).
-        queries: if given, every query id of the run must be one of these.
+def run_lines(path: str | Path, queries: Collection[str] | None = None) -> Iterator[tuple[int, str, str, str, float]]:
+    """``(line number, line, query id, doc id, score)`` of each line of a TREC run file, checked one by one (the
+    duplicate pairs that :func:`read_run` refuses are the reader's to find).
 
     Raises:
-        TrecFormatError: wrong column count, non-numeric or non-finite score, duplicate (query, doc) pair,
-            or an unknown query id.
+        TrecFormatError: wrong column count, non-numeric or non-finite score, or (``queries`` given) an unknown
+            query id.
     """
-    run: Run = {}
     for number, line, fields in _lines(path):
         if len(fields) != 6:
             raise TrecFormatError(path, number, line,
@@ -68,6 +64,22 @@ def read_run(path: str | Path, queries: Collection[str] | None = None) -> Run:
             raise TrecFormatError(path, number, line, f"score {score_text!r} is not finite")
         if queries is not None and qid not in queries:
             raise TrecFormatError(path, number, line, f"unknown query id {qid!r}")
+        yield number, line, qid, doc_id, score
+
+
+def read_run(path: str | Path, queries: Collection[str] | None = None) -> Run:
+    """Read a TREC run file into a :data:`Run` (for runs that are evaluated or merged; the candidates that data
+    loaders hold are read as arrays, :func:`rerank.data.candidates.read_candidates`).
+
+    Args:
+        path: the run file (6 whitespace-separated columns a line; blank lines are skipped).
+        queries: if given, every query id of the run must be one of these.
+
+    Raises:
+        TrecFormatError: as :func:`run_lines`, or a duplicate (query, doc) pair.
+    """
+    run: Run = {}
+    for number, line, qid, doc_id, score in run_lines(path, queries):
         ranked = run.setdefault(qid, {})
         if doc_id in ranked:
             raise TrecFormatError(path, number, line, f"duplicate pair ({qid}, {doc_id})")
