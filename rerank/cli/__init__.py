@@ -24,6 +24,7 @@ COMMANDS = {
     "teacher": "score a collection's candidates with a teacher (a bi-encoder) for distillation",
     "compare": "compare runs with paired t-tests, as a markdown table and plots",
     "export": "export a checkpoint for transformers, sentence-transformers and ONNX",
+    "clicks": "simulate a click log of a ranking with a click model over the qrels",
 }
 MODULES = {"bm25": "first_stage"}
 HELP = ("-h", "--help")

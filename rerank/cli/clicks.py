@@ -1,0 +1,106 @@
+"""Simulate a click log: ``rerank clicks --config cranfield.yaml --clicks.impressions 100000 --output_dir DIR``.
+
+Shows the top ``clicks.depth`` results of a ranking (``--run FILE``, or the config's first stage: BM25 of
+``data.collection``, from the cache when it was retrieved before) for queries drawn with Zipf-like frequencies
+(``clicks.zipf``) among ``clicks.queries`` (``train``: the training folds of ``data.folds``, whose clicks a model
+may learn from; ``all``), and clicks them with a click model over the collection's qrels
+(``clicks.click_model.model``: ``pbm`` with position bias ``clicks.click_model.eta``, ``cascade`` or ``dbn``;
+:mod:`rerank.clicks.models`). Writes ``DIR/clicks.jsonl`` (the log, :mod:`rerank.clicks.log`) and
+``DIR/clicks.json`` (the settings, the click-through rate per rank and per grade). The same options and seed
+(``clicks.seed``) give the same log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+from lightning.pytorch.cli import LightningArgumentParser
+from rich.console import Console
+from tqdm.auto import tqdm
+
+from ..atomic import atomic_write
+from ..clicks.log import Impression, write_click_log
+from ..clicks.simulator import ClickSimulationConfig, simulate
+from ..data.candidates import read_candidates
+from ..data.collection import Collection, as_collection_config
+from ..data.folds import FoldsConfig, make_split
+from ..first_stage import FirstStageConfig, write_first_stage_run
+from ..logs import configure_logging
+from ..run_directory import RunDirectory
+from .arguments import RerankCLI
+from .errors import run
+from .predict import run_shortcut
+
+DESCRIPTION = __doc__.splitlines()[0]
+LOG, SUMMARY = "clicks.jsonl", "clicks.json"
+
+
+def _arguments(parser: LightningArgumentParser) -> None:
+    parser.add_argument("--clicks", type=ClickSimulationConfig, default=ClickSimulationConfig(),
+                        help="what to simulate: impressions, depth, zipf, queries (train or all), seed, and the "
+                             "click_model (model: pbm, cascade or dbn; eta, noise, top, gamma)")
+    parser.add_argument("--run", type=str | None, default=None,
+                        help="the ranking shown (sets data.first_stage.backend run and data.first_stage.run)")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Simulate and write the log and its summary; returns the summary."""
+    configure_logging()
+    cli = RerankCLI(run_shortcut(sys.argv[1:] if argv is None else argv), prog="rerank clicks",
+                    description=DESCRIPTION, arguments=_arguments, instantiate=False)
+    config = cli.option("clicks", ClickSimulationConfig)
+    collection_config = as_collection_config(cli.option("data.collection"), "data.collection")
+    collection = Collection(collection_config)
+    if not collection.has_qrels:
+        raise ValueError(f"data.collection {collection.name} has no qrels: the click model clicks by relevance")
+    qrels = collection.qrels
+    query_ids = (make_split(cli.option("data.folds", FoldsConfig) or FoldsConfig(), qrels).train
+                 if config.queries == "train" else sorted(qrels))
+    directory = RunDirectory(Path(cli.config.output_dir))
+    write_first_stage_run(collection_config, cli.option("data.first_stage", FirstStageConfig) or FirstStageConfig(),
+                          directory.first_stage_run)
+    ranking = read_candidates(directory.first_stage_run)
+    pages = ranking.select(query_ids, config.depth, collection.queries, qrels)
+    impressions = simulate(pages, qrels, config)
+    counts: Counter = Counter()
+    log = directory.root / LOG
+    written = write_click_log(tqdm(_counting(impressions, counts, qrels), total=config.impressions,
+                                   desc=f"clicks of {collection.name}", unit="impression", mininterval=1.0), log)
+    summary = {"settings": dataclasses.asdict(config), "impressions": written, "queries": len(pages),
+               "log": LOG, **_rates(counts)}
+    with atomic_write(directory.root / SUMMARY) as handle:
+        handle.write(json.dumps(summary, indent=2) + "\n")
+    Console(stderr=True).print(f"{written:,} impressions of {len(pages)} queries of {collection.name} -> {log}")
+    print(json.dumps({key: summary[key] for key in ("impressions", "queries", "ctr_per_rank")}, indent=2))
+    return summary
+
+
+def _counting(impressions: Iterable[Impression], counts: Counter,
+              qrels: Mapping[str, Mapping[str, int]]) -> Iterator[Impression]:
+    """``impressions`` as they pass, tallying what was shown and clicked per rank and per grade into ``counts``."""
+    for impression in impressions:
+        judged = qrels.get(impression.query_id, {})
+        for rank, doc in enumerate(impression.shown, start=1):
+            clicked = rank in impression.clicks
+            grade = max(judged.get(doc, 0), 0)
+            counts[("rank", rank)] += 1
+            counts[("grade", grade)] += 1
+            counts[("rank_clicks", rank)] += clicked
+            counts[("grade_clicks", grade)] += clicked
+        yield impression
+
+
+def _rates(counts: Counter) -> dict[str, dict[str, float]]:
+    """Click-through rates per rank and per grade, from the tallies."""
+    return {f"ctr_per_{kind}": {str(key): round(counts[(f"{kind}_clicks", key)] / shown, 6)
+                                for (name, key), shown in sorted(counts.items()) if name == kind}
+            for kind in ("rank", "grade")}
+
+
+if __name__ == "__main__":
+    run(main)

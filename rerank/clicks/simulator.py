@@ -1,0 +1,86 @@
+"""Simulated click logs: impressions of a ranker's result pages, clicked by a click model over the qrels.
+
+Each impression draws a query with a Zipf-like frequency (the ``i``-th most frequent query, in a seeded random
+order of the queries, is drawn with probability proportional to ``1 / i ^ zipf``), shows the top ``depth`` results
+of that query's ranking (a first-stage run, or any model's) and clicks them with a click model
+(:mod:`rerank.clicks.models`) that reads the qrels' grades (unjudged: 0). The log is the same for the same
+arguments and seed. Pages are drawn and clicked in blocks of arrays, so millions of impressions take minutes,
+mostly for writing the JSON lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..data.candidates import CandidateLists
+from .log import Impression
+from .models import ClickModelConfig, sample_clicks
+
+BLOCK = 65_536
+
+
+@dataclass
+class ClickSimulationConfig:
+    """What ``rerank clicks`` simulates.
+
+    Attributes:
+        click_model: the click model and its parameters.
+        impressions: how many result pages.
+        depth: results shown per page (the top of each query's ranking).
+        zipf: the exponent of the queries' frequencies (0: every query equally often).
+        queries: ``train`` (the training folds of ``data.folds``: clicks to learn from) or ``all``.
+        seed: seeds the queries' order, the draws and the clicks.
+    """
+
+    click_model: ClickModelConfig = field(default_factory=ClickModelConfig)
+    impressions: int = 100_000
+    depth: int = 10
+    zipf: float = 1.0
+    queries: str = "train"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.click_model, Mapping):
+            self.click_model = ClickModelConfig(**self.click_model)
+        for name in ("impressions", "depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"clicks.{name} must be positive; got {getattr(self, name)}")
+        if self.zipf < 0:
+            raise ValueError(f"clicks.zipf must be >= 0; got {self.zipf}")
+        if self.queries not in ("train", "all"):
+            raise ValueError(f"clicks.queries must be train or all; got {self.queries!r}")
+
+
+def query_frequencies(count: int, zipf: float) -> np.ndarray:
+    """``p_i`` proportional to ``1 / i ^ zipf``, ``i = 1..count``."""
+    weights = np.arange(1, count + 1, dtype=np.float64) ** -zipf
+    return weights / weights.sum()
+
+
+def simulate(ranking: CandidateLists, qrels: Mapping[str, Mapping[str, int]],
+             config: ClickSimulationConfig) -> Iterator[Impression]:
+    """The impressions of ``ranking``'s queries (each query's candidates best first), clicked by ``config``'s click
+    model over ``qrels``.
+
+    Raises:
+        ValueError: ``ranking`` has no query.
+    """
+    if not len(ranking):
+        raise ValueError("no query to show: the ranking has no query with candidates")
+    max_grade = max((grade for judged in qrels.values() for grade in judged.values()), default=1)
+    pages = ranking.select(ranking.query_ids, config.depth, dict.fromkeys(ranking.query_ids, ""), qrels)
+    grades = np.full((len(pages), config.depth), -1, dtype=np.int64)
+    for index, candidates in enumerate(pages):
+        grades[index, : len(candidates)] = candidates.labels
+    rng = np.random.default_rng(config.seed)
+    order = rng.permutation(len(pages))  # the i-th most frequent query
+    frequencies = query_frequencies(len(pages), config.zipf)
+    shown = [tuple(candidates.doc_ids) for candidates in pages]
+    for start in range(0, config.impressions, BLOCK):
+        drawn = order[rng.choice(len(pages), size=min(BLOCK, config.impressions - start), p=frequencies)]
+        clicks = sample_clicks(grades[drawn], max_grade, config.click_model, rng)
+        for page, clicked in zip(drawn.tolist(), clicks):
+            yield Impression(pages.query_ids[page], shown[page], tuple((np.flatnonzero(clicked) + 1).tolist()))
