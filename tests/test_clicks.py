@@ -13,6 +13,7 @@ from helpers import CRANFIELD
 from rerank.cli import clicks
 from rerank.clicks.log import ClickLogError, Impression, read_click_log, write_click_log
 from rerank.clicks.models import ClickModelConfig, sample_clicks
+from rerank.clicks.propensity import estimate_propensities
 from rerank.clicks.simulator import ClickSimulationConfig, query_frequencies, simulate
 from rerank.data.candidates import CandidateLists
 from rerank.data.collection import Collection, CollectionConfig
@@ -151,3 +152,30 @@ def test_the_clicks_command_writes_a_log_of_the_training_folds_and_its_rates(tmp
     assert summary["ctr_per_rank"]["1"] == pytest.approx(first, abs=1e-6)
     assert summary["ctr_per_rank"]["1"] > summary["ctr_per_rank"]["10"]
     assert json.loads((tmp_path / "a" / "clicks.json").read_text())["settings"]["click_model"]["eta"] == 2.0
+
+
+@pytest.mark.parametrize("eta", [0.5, 2.0])
+def test_swap_interventions_recover_the_position_bias(eta: float) -> None:
+    ranking, qrels = _ranking(queries=40)
+    config = ClickSimulationConfig(impressions=400_000, depth=10, swap=True, seed=2,
+                                   click_model=ClickModelConfig(model="pbm", eta=eta))
+    top = {candidates.query_id: candidates.doc_id(0) for candidates in ranking}
+    estimate = estimate_propensities(simulate(ranking, qrels, config), top, depth=10)
+    true = np.arange(1, 11, dtype=np.float64) ** -eta
+    assert estimate.shown.min() > 35_000  # each rank holds about a tenth of the pages' top results
+    assert np.all(np.abs(estimate.propensities - true) <= 4 * estimate.errors + 1e-12)
+    assert np.all(np.abs(estimate.propensities[:5] / true[:5] - 1) < 0.1)
+
+
+def test_a_swapped_page_exchanges_the_top_result_with_one_other() -> None:
+    ranking, qrels = _ranking(queries=5)
+    pages = list(simulate(ranking, qrels, ClickSimulationConfig(impressions=2000, swap=True, seed=1)))
+    ranks = []
+    for impression in pages:
+        original = tuple(ranking[ranking.position(impression.query_id)].doc_ids[:10])
+        moved = [k for k in range(10) if impression.shown[k] != original[k]]
+        assert moved == [] or (len(moved) == 2 and moved[0] == 0)  # the top result and one other, exchanged
+        ranks.append(moved[-1] + 1 if moved else 1)
+    assert set(ranks) == set(range(1, 11))  # every rank drawn, rank 1 meaning no swap
+    with pytest.raises(ValueError, match="never clicked at rank 1"):
+        estimate_propensities(pages[:0], {}, depth=10)

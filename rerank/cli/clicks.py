@@ -6,8 +6,9 @@ Shows the top ``clicks.depth`` results of a ranking (``--run FILE``, or the conf
 may learn from; ``all``), and clicks them with a click model over the collection's qrels
 (``clicks.click_model.model``: ``pbm`` with position bias ``clicks.click_model.eta``, ``cascade`` or ``dbn``;
 :mod:`rerank.clicks.models`). Writes ``DIR/clicks.jsonl`` (the log, :mod:`rerank.clicks.log`) and
-``DIR/clicks.json`` (the settings, the click-through rate per rank and per grade). The same options and seed
-(``clicks.seed``) give the same log.
+``DIR/clicks.json`` (the settings, the click-through rate per rank and per grade; with ``--clicks.swap true``,
+the position bias estimated from the log's swap interventions, :mod:`rerank.clicks.propensity`, beside the click
+model's own for ``pbm``). The same options and seed (``clicks.seed``) give the same log.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from rich.console import Console
 from tqdm.auto import tqdm
 
 from ..atomic import atomic_write
-from ..clicks.log import Impression, write_click_log
+from ..clicks.log import Impression, read_click_log, write_click_log
+from ..clicks.models import examination
+from ..clicks.propensity import estimate_propensities
 from ..clicks.simulator import ClickSimulationConfig, simulate
 from ..data.candidates import read_candidates
 from ..data.collection import Collection, as_collection_config
@@ -73,6 +76,13 @@ def main(argv: list[str] | None = None) -> dict:
                                    desc=f"clicks of {collection.name}", unit="impression", mininterval=1.0), log)
     summary = {"settings": dataclasses.asdict(config), "impressions": written, "queries": len(pages),
                "log": LOG, **_rates(counts)}
+    if config.swap:
+        estimate = estimate_propensities(read_click_log(log), {c.query_id: c.doc_id(0) for c in pages}, config.depth)
+        summary["propensities"] = {"estimated": estimate.propensities.round(6).tolist(),
+                                   "standard_error": estimate.errors.round(6).tolist()}
+        if config.click_model.model == "pbm":
+            ranks = range(1, config.depth + 1)
+            summary["propensities"]["click_model"] = examination(ranks, config.click_model.eta).round(6).tolist()
     with atomic_write(directory.root / SUMMARY) as handle:
         handle.write(json.dumps(summary, indent=2) + "\n")
     Console(stderr=True).print(f"{written:,} impressions of {len(pages)} queries of {collection.name} -> {log}")

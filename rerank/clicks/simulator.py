@@ -3,9 +3,11 @@
 Each impression draws a query with a Zipf-like frequency (the ``i``-th most frequent query, in a seeded random
 order of the queries, is drawn with probability proportional to ``1 / i ^ zipf``), shows the top ``depth`` results
 of that query's ranking (a first-stage run, or any model's) and clicks them with a click model
-(:mod:`rerank.clicks.models`) that reads the qrels' grades (unjudged: 0). The log is the same for the same
-arguments and seed. Pages are drawn and clicked in blocks of arrays, so millions of impressions take minutes,
-mostly for writing the JSON lines.
+(:mod:`rerank.clicks.models`) that reads the qrels' grades (unjudged: 0). With ``swap``, each page first swaps its
+top result with the result at a rank drawn uniformly from 1 to ``depth`` (1: no swap): the randomized intervention
+from which :mod:`rerank.clicks.propensity` estimates the position bias (Joachims et al., WSDM 2017). The log is
+the same for the same arguments and seed. Pages are drawn and clicked in blocks of arrays, so millions of
+impressions take minutes, mostly for writing the JSON lines.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ class ClickSimulationConfig:
         depth: results shown per page (the top of each query's ranking).
         zipf: the exponent of the queries' frequencies (0: every query equally often).
         queries: ``train`` (the training folds of ``data.folds``: clicks to learn from) or ``all``.
+        swap: swap each page's top result with one at a uniformly drawn rank (for propensity estimation).
         seed: seeds the queries' order, the draws and the clicks.
     """
 
@@ -40,6 +43,7 @@ class ClickSimulationConfig:
     depth: int = 10
     zipf: float = 1.0
     queries: str = "train"
+    swap: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -81,6 +85,22 @@ def simulate(ranking: CandidateLists, qrels: Mapping[str, Mapping[str, int]],
     shown = [tuple(candidates.doc_ids) for candidates in pages]
     for start in range(0, config.impressions, BLOCK):
         drawn = order[rng.choice(len(pages), size=min(BLOCK, config.impressions - start), p=frequencies)]
-        clicks = sample_clicks(grades[drawn], max_grade, config.click_model, rng)
-        for page, clicked in zip(drawn.tolist(), clicks):
-            yield Impression(pages.query_ids[page], shown[page], tuple((np.flatnonzero(clicked) + 1).tolist()))
+        page_grades = grades[drawn]
+        swapped = np.zeros(len(drawn), dtype=np.int64)
+        if config.swap:  # rank 1 <-> rank k + 1, k uniform over the page's results (0: no swap)
+            swapped = (rng.random(len(drawn)) * (page_grades >= 0).sum(axis=1)).astype(np.int64)
+            rows = np.arange(len(drawn))
+            page_grades[rows, 0], page_grades[rows, swapped] = page_grades[rows, swapped], page_grades[rows, 0]
+        clicks = sample_clicks(page_grades, max_grade, config.click_model, rng)
+        for page, other, clicked in zip(drawn.tolist(), swapped.tolist(), clicks):
+            yield Impression(pages.query_ids[page], _swapped(shown[page], other),
+                             tuple((np.flatnonzero(clicked) + 1).tolist()))
+
+
+def _swapped(shown: tuple[str, ...], other: int) -> tuple[str, ...]:
+    """``shown`` with its first and ``other``-th (0-based) results swapped."""
+    if other == 0:
+        return shown
+    swapped = list(shown)
+    swapped[0], swapped[other] = swapped[other], swapped[0]
+    return tuple(swapped)
