@@ -23,9 +23,15 @@ def _shuffled_run(path: Path, queries: int, depth: int, seed: int = 0) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_read_candidates_ranks_each_query_as_the_dict_run_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["interleaved", "grouped", "ranked"])
+def test_read_candidates_ranks_each_query_as_the_dict_run_does(tmp_path: Path, layout: str) -> None:
     path = tmp_path / "shuffled.run"
     _shuffled_run(path, queries=40, depth=30)
+    if layout != "interleaved":  # each query's lines together, in random order or already ranked
+        lines = sorted(path.read_text().splitlines(), key=lambda line: int(line.split()[0][1:]))
+        if layout == "ranked":
+            lines.sort(key=lambda line: (int(line.split()[0][1:]), -float(line.split()[4]), line.split()[2]))
+        path.write_text("\n".join(lines) + "\n")
     reference = read_run(path)
     lists = read_candidates(path)
     assert lists.query_ids == list(reference)  # queries in the order of their first line

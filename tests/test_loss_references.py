@@ -239,7 +239,7 @@ def test_registry_names_and_errors() -> None:
     assert set(LOSSES) == {
         "smoothi_ndcg", "smoothi_precision", "smoothi_ap", "softndcg", "lambdarank", "hinge", "ranknet",
         "listnet", "listmle", "approx_ndcg", "neural_ndcg", "lambdaloss", "pointwise_bce", "pointwise_mse",
-        "distill_listnet", "distill_ranknet", "margin_mse",
+        "distill_listnet", "distill_ranknet", "margin_mse", "click_softmax",
     }
     with pytest.raises(ValueError, match="unknown loss 'smoothy'.*smoothi_ndcg"):
         build("smoothy")
@@ -288,6 +288,21 @@ def test_distill_listnet_is_cross_entropy_to_the_tempered_teacher_distribution()
     expected = -sum(p * (s - norm) for p, s in zip(targets, scores[0].tolist()))
     value = build("distill_listnet", temperature=temperature)(scores, torch.tensor(TEACHER, dtype=torch.float64))
     assert value.item() == pytest.approx(expected, rel=1e-9)
+
+
+def test_click_softmax_weighs_each_candidate_s_log_probability_by_its_clicks() -> None:
+    scores = [[0.5, -1.0, 2.0, 0.1, 9.0], [0.2, 0.1, -0.3, 0.0, 0.0]]
+    weights = [[4.0, 0.0, 1.0, 0.5, 7.0], [0.0, 0.0, 0.0, 0.0, 0.0]]  # the second list has no click
+    mask = torch.tensor([[True, True, True, True, False], [True] * 5])  # the first list's last slot is padding
+    norm = math.log(sum(math.exp(s) for s in scores[0][:4]))
+    expected = -sum(w * (s - norm) for w, s in zip(weights[0][:4], scores[0][:4]))
+    tensor = torch.tensor(scores, dtype=torch.float64, requires_grad=True)
+    value = build("click_softmax")(tensor, torch.tensor(weights, dtype=torch.float64), mask)
+    assert value.item() == pytest.approx(expected, rel=1e-9)  # the mean over the one list with clicks
+    value.backward()
+    assert tensor.grad[0, 4] == 0 and not tensor.grad[1].any()
+    with pytest.raises(ValueError, match="click weights must be >= 0"):
+        build("click_softmax")(torch.zeros(1, 3), torch.tensor([[1.0, -1.0, 0.0]]))
 
 
 def test_distill_ranknet_follows_the_teachers_order_and_margin_mse_its_margins() -> None:

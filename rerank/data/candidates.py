@@ -168,6 +168,9 @@ def read_candidates(path: str | Path, queries: Collection[str] | None = None) ->
     """A TREC run file as :class:`CandidateLists` (no texts, no labels), read in one streaming pass: queries in the
     order of their first line, each query's candidates ranked (:func:`~rerank.data.trec.ranked`).
 
+    A file grouped by query (as every run rerank or BM25 writes) is checked for duplicate pairs as it streams, one
+    query's doc ids at a time; a file whose queries' lines are interleaved, after the pass, by sorting.
+
     Raises:
         TrecFormatError: as :func:`~rerank.data.trec.run_lines`, or a duplicate (query, doc) pair (named by its
             second line).
@@ -175,18 +178,41 @@ def read_candidates(path: str | Path, queries: Collection[str] | None = None) ->
     positions: dict[str, int] = {}
     owners, numbers, scores = array("q"), array("q"), array("d")
     ids: list[bytes] = []
-    for number, _, qid, doc_id, score in run_lines(path, queries):
-        owners.append(positions.setdefault(qid, len(positions)))
-        numbers.append(number)
-        scores.append(score)
-        ids.append(doc_id.encode())
-    owner, score_array = np.frombuffer(owners, dtype=np.int64), np.frombuffer(scores, dtype=np.float64)
+    add_owner, add_number, add_score, add_id = owners.append, numbers.append, scores.append, ids.append
+    current, seen, grouped = -1, set(), True
+    for number, line, qid, doc_id, score in run_lines(path, queries):
+        owner = positions.get(qid)
+        if owner is None:
+            owner = positions[qid] = len(positions)
+        if owner != current:
+            grouped &= owner > current  # a query seen before, again: interleaved
+            current, seen = owner, set()
+        if grouped:
+            if doc_id in seen:
+                raise TrecFormatError(path, number, line, f"duplicate pair ({qid}, {doc_id})")
+            seen.add(doc_id)
+        add_owner(owner)
+        add_number(number)
+        add_score(score)
+        add_id(doc_id.encode())
+    owner_array, score_array = np.frombuffer(owners, dtype=np.int64), np.frombuffer(scores, dtype=np.float64)
     id_array = np.array(ids or [b""], dtype=bytes)[: len(ids)]
-    del ids
-    _refuse_duplicates(path, owner, id_array, np.frombuffer(numbers, dtype=np.int64), list(positions))
-    order = np.lexsort((id_array, -score_array, owner))
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=len(positions)))]).astype(np.int64)
-    return CandidateLists(list(positions), [""] * len(positions), offsets, id_array[order], score_array[order].copy())
+    del ids, seen
+    if not grouped:
+        _refuse_duplicates(path, owner_array, id_array, np.frombuffer(numbers, dtype=np.int64), list(positions))
+    if not _ranked(owner_array, score_array, id_array):
+        order = np.lexsort((id_array, -score_array, owner_array))
+        id_array, score_array = id_array[order], score_array[order]
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(owner_array, minlength=len(positions)))]).astype(np.int64)
+    return CandidateLists(list(positions), [""] * len(positions), offsets, id_array, score_array.copy())
+
+
+def _ranked(owner: np.ndarray, scores: np.ndarray, ids: np.ndarray) -> bool:
+    """Whether the lines are already grouped by query and ranked: then the sort is skipped."""
+    same = owner[1:] == owner[:-1]
+    grouped = bool(np.all(owner[1:] >= owner[:-1]))
+    before = (scores[1:] < scores[:-1]) | ((scores[1:] == scores[:-1]) & (ids[1:] > ids[:-1]))
+    return grouped and bool(np.all(before | ~same))
 
 
 def _refuse_duplicates(path: str | Path, owner: np.ndarray, ids: np.ndarray, numbers: np.ndarray,

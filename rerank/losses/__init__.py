@@ -21,6 +21,7 @@ from typing import Any
 
 from .approx_ndcg import ApproxNDCG
 from .base import RankingLoss
+from .click_softmax import ClickSoftmax
 from .distill_listnet import DistillListNet
 from .distill_ranknet import DistillRankNet
 from .hinge import PairwiseHinge
@@ -53,9 +54,10 @@ LOSSES: dict[str, type[RankingLoss]] = {
     "distill_listnet": DistillListNet,
     "distill_ranknet": DistillRankNet,
     "margin_mse": MarginMSE,
+    "click_softmax": ClickSoftmax,
 }
-"""Loss heads by name. The ``distill_*`` heads and ``margin_mse`` take a teacher's scores as their labels
-(``RankingLoss.graded`` False); the others take graded relevance."""
+"""Loss heads by name. The ``distill_*`` heads and ``margin_mse`` take a teacher's scores as their labels, and
+``click_softmax`` click weights (``RankingLoss.graded`` False); the others take graded relevance."""
 
 
 def build(name: str | Mapping[str, Any], **kwargs: object) -> RankingLoss:
@@ -108,7 +110,7 @@ def _import_loss(spec: Mapping[str, Any]) -> type[RankingLoss]:
 
 
 __all__ = [
-    "LOSSES", "ApproxNDCG", "DistillListNet", "DistillRankNet", "LambdaLoss", "LambdaRank", "ListMLE", "ListNet",
-    "MarginMSE", "NeuralNDCG", "PairwiseHinge", "PointwiseBCE", "PointwiseMSE", "RankNet", "RankingLoss",
-    "SmoothIAP", "SmoothINDCG", "SmoothIPrecision", "SoftNDCG", "build", "loss_class",
+    "LOSSES", "ApproxNDCG", "ClickSoftmax", "DistillListNet", "DistillRankNet", "LambdaLoss", "LambdaRank",
+    "ListMLE", "ListNet", "MarginMSE", "NeuralNDCG", "PairwiseHinge", "PointwiseBCE", "PointwiseMSE", "RankNet",
+    "RankingLoss", "SmoothIAP", "SmoothINDCG", "SmoothIPrecision", "SoftNDCG", "build", "loss_class",
 ]
