@@ -17,12 +17,16 @@ qrels, i.e. the plain fine-tuning of earlier releases)::
         - collection: {ir_datasets: beir/nfcorpus/train}   # another collection (transfer)
           queries: all
           targets: qrels
+        - queries: train                      # the training folds' queries, learnt from a click log
+          targets: clicks                     # (rerank.clicks.targets; model.teacher_loss: click_softmax)
+          clicks: {log: logs/clicks.jsonl, estimator: ips, eta: 2}
 
 Each source has a collection (default ``data.collection``), candidates from a first stage (default
 ``data.first_stage`` for ``data.collection``, else BM25 with the defaults; ``backend: run`` reads a run file),
 queries (``train``: the training folds of ``data.collection``; ``all``: every judged query of the collection, or
 every query for ``targets: teacher``; ``pseudo``), targets (``qrels``: judgments, which for pseudo-queries are
-their source documents; ``teacher``; ``both``) and a mixing ``weight``: an epoch draws from each source its share
+their source documents; ``teacher``; ``both``; ``clicks``: a click log's naive or debiased targets, over the
+documents it shows, :mod:`rerank.clicks.targets`) and a mixing ``weight``: an epoch draws from each source its share
 ``weight / sum(weights)`` of all the lists (:class:`~rerank.data.examples.TrainingSampler`). Candidates of
 sources other than data.collection's own queries, and teacher scores, are cached (``$RERANK_CACHE``): they do
 not depend on the fold.
@@ -37,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..clicks.targets import ClickTargetConfig, click_targets
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
 from .candidates import CandidateLists, read_candidates
@@ -48,7 +53,7 @@ from .trec import Qrels
 logger = logging.getLogger(__name__)
 
 QUERY_SETS = ("train", "all", "pseudo")
-TARGETS = ("qrels", "teacher", "both")
+TARGETS = ("qrels", "teacher", "both", "clicks")
 
 
 @dataclass
@@ -61,8 +66,9 @@ class SourceConfig:
         first_stage: the candidates' first stage; None: ``data.first_stage`` for ``data.collection``, else the
             defaults of :class:`~rerank.first_stage.FirstStageConfig`.
         queries: ``train``, ``all`` or ``pseudo``.
-        targets: ``qrels``, ``teacher`` or ``both``.
+        targets: ``qrels``, ``teacher``, ``both`` or ``clicks``.
         teacher: where teacher scores come from (``targets: teacher`` or ``both``).
+        clicks: the click log and its estimator (``targets: clicks``).
         pseudo: how pseudo-queries are drawn (``queries: pseudo``).
         weight: the source's share of the training lists, relative to the other sources' (> 0).
         max_queries: at most this many queries (a seeded sample), e.g. of a large collection.
@@ -74,6 +80,7 @@ class SourceConfig:
     queries: str = "train"
     targets: str = "qrels"
     teacher: TeacherConfig | None = None
+    clicks: ClickTargetConfig | None = None
     pseudo: PseudoQueryConfig | None = None
     weight: float = 1.0
     max_queries: int | None = None
@@ -86,7 +93,12 @@ class SourceConfig:
             raise ValueError(f"targets must be one of {', '.join(TARGETS)}; got {self.targets!r}")
         if not self.weight > 0:
             raise ValueError(f"weight must be > 0; got {self.weight}")
-        if self.targets != "qrels" and self.teacher is None:
+        if (self.targets == "clicks") != (self.clicks is not None):
+            raise ValueError("targets clicks needs clicks: {log: FILE, estimator: naive or ips, ...}, and clicks "
+                             f"needs targets clicks (got targets {self.targets})")
+        if self.targets == "clicks" and self.queries == "pseudo":
+            raise ValueError("targets clicks learns from the log's queries: queries train or all, not pseudo")
+        if self.targets in ("teacher", "both") and self.teacher is None:
             raise ValueError(f"targets {self.targets} needs a teacher: {{bi_encoder: MODEL}} or {{run: FILE}}")
         if self.queries == "train" and self.collection is not None:
             raise ValueError("queries train means the training folds of data.collection; for another collection "
@@ -110,7 +122,8 @@ def as_source_config(value: SourceConfig | Mapping[str, Any], where: str) -> Sou
     unknown = sorted(set(value) - known)
     if unknown:
         raise ValueError(f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-    nested = {"first_stage": FirstStageConfig, "teacher": TeacherConfig, "pseudo": PseudoQueryConfig}
+    nested = {"first_stage": FirstStageConfig, "teacher": TeacherConfig, "pseudo": PseudoQueryConfig,
+              "clicks": ClickTargetConfig}
     try:
         values = {key: nested[key](**item) if key in nested and isinstance(item, Mapping) else item
                   for key, item in value.items()}
@@ -163,6 +176,8 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
     name = config.name or f"{where} ({config.queries})"
     queries, qrels = _queries_and_qrels(config, collection, context, where)
     query_ids = _sample(sorted(queries), config)
+    if config.targets == "clicks":
+        return _click_source(config, collection, queries, query_ids, name, where)
     labels = qrels if config.targets != "teacher" else {}
     lists = _candidates(config, collection, queries, query_ids, context).select(query_ids, context.rerank_depth,
                                                                                  queries, labels)
@@ -185,6 +200,25 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
                           strategy=strategy)
 
 
+def _click_source(config: SourceConfig, collection: Collection, queries: Mapping[str, str], query_ids: list[str],
+                  name: str, where: str) -> TrainingSource:
+    """Lists over the documents that the log shows for each query of ``query_ids``, with its click targets as
+    teacher scores. A query or document of the log that the collection lacks fails, naming the log's line; the
+    collection's other queries (a test fold's, say) are left out, and the log says how many."""
+    targets = click_targets(config.clicks, collection.queries.keys(), collection.documents.__contains__)
+    kept = [qid for qid in query_ids if qid in targets]
+    if len(kept) < len(targets):
+        logger.info("%s: the click log's impressions of %d queries outside this source's %d are left out", name,
+                    len(targets) - len(kept), len(query_ids))
+    lists = CandidateLists.from_run(targets, queries, {}, kept).with_teacher(targets)
+    usable = lists.keep([trainable(c, "sample") for c in lists])
+    if not usable:
+        raise ValueError(f"{where}: the click log {config.clicks.log} has no click on the {len(query_ids)} queries")
+    logger.info("%s: %d of %d queries have clicks in %s", name, len(usable), len(query_ids), config.clicks.log)
+    return TrainingSource(name=name, lists=usable, documents=collection.documents, weight=config.weight,
+                          strategy="sample")
+
+
 def _queries_and_qrels(config: SourceConfig, collection: Collection, context: SourceContext,
                        where: str) -> tuple[dict[str, str], Qrels]:
     if config.queries == "pseudo":
@@ -193,8 +227,8 @@ def _queries_and_qrels(config: SourceConfig, collection: Collection, context: So
     if config.queries == "train":
         qrels = collection.qrels
         return {qid: collection.queries[qid] for qid in context.train_query_ids}, qrels
-    qrels = collection.qrels if config.targets != "teacher" or collection.has_qrels else {}
-    if config.targets == "teacher":
+    qrels = collection.qrels if config.targets in ("qrels", "both") or collection.has_qrels else {}
+    if config.targets in ("teacher", "clicks"):
         return dict(collection.queries), qrels
     judged = {qid: text for qid, text in collection.queries.items() if qid in qrels}
     if not judged:
