@@ -4,6 +4,7 @@ determinism, the query frequencies, and malformed logs named by file and line.""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,8 @@ import pytest
 from helpers import CRANFIELD
 
 from rerank.cli import clicks
+from rerank.cli import interleave as interleave_command
+from rerank.clicks.interleaving import interleave, team_draft
 from rerank.clicks.log import ClickLogError, Impression, read_click_log, write_click_log
 from rerank.clicks.models import ClickModelConfig, sample_clicks
 from rerank.clicks.propensity import estimate_propensities
@@ -18,7 +21,7 @@ from rerank.clicks.simulator import ClickSimulationConfig, query_frequencies, si
 from rerank.data.candidates import CandidateLists
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import FoldsConfig, make_split
-from rerank.data.trec import ranked, read_run
+from rerank.data.trec import ranked, read_run, write_run
 
 GRADES = np.array([0, 2, 1, 0, 2, 0, 1, 0])  # one page of 8 results; the highest grade is 2
 PAGES = 200_000
@@ -179,3 +182,61 @@ def test_a_swapped_page_exchanges_the_top_result_with_one_other() -> None:
     assert set(ranks) == set(range(1, 11))  # every rank drawn, rank 1 meaning no swap
     with pytest.raises(ValueError, match="never clicked at rank 1"):
         estimate_propensities(pages[:0], {}, depth=10)
+
+
+class _Coin:
+    """A random.Random stand-in whose ``random()`` returns the given values in turn."""
+
+    def __init__(self, values: list[float]) -> None:
+        self.values = iter(values)
+
+    def random(self) -> float:
+        return next(self.values)
+
+
+def test_team_draft_takes_turns_and_skips_documents_already_shown() -> None:
+    a, b = ["d1", "d2", "d3", "d4"], ["d2", "d3", "d1", "d5"]
+    # coin < 0.5: A picks first in a tied round; the rounds: tie -> A (d1), B (d2), tie -> B (d3), A (d4)
+    shown, teams = team_draft(a, b, depth=4, rng=_Coin([0.2, 0.7]))
+    assert shown == ["d1", "d2", "d3", "d4"] and teams == [0, 1, 1, 0]
+    # B (d2), A (d1), tie -> B (d3), A (d4), tie -> A, which has nothing left: the page ends (Radlinski et al.)
+    shown, teams = team_draft(a, b, depth=5, rng=_Coin([0.7, 0.7, 0.2]))
+    assert shown == ["d2", "d1", "d3", "d4"] and teams == [1, 0, 1, 0]
+    same, teams = team_draft(a, a, depth=4, rng=random.Random(0))  # a ranking against itself: its own order
+    assert same == a and all(abs(teams[: k].count(0) - teams[: k].count(1)) <= 1 for k in range(5))
+
+
+def test_interleaving_a_run_with_itself_ties_and_with_its_reverse_prefers_the_better() -> None:
+    queries = 40
+    run = {f"q{q}": {f"d{q}-{d}": float(20 - d) for d in range(20)} for q in range(queries)}
+    qrels = {f"q{q}": {f"d{q}-{d}": max(0, 3 - d // 2) for d in range(20)} for q in range(queries)}
+    good = CandidateLists.from_run(run)
+    reverse = CandidateLists.from_run({qid: {doc: -score for doc, score in docs.items()} for qid, docs in run.items()})
+    config = ClickSimulationConfig(impressions=20_000, seed=4, click_model=ClickModelConfig(model="pbm", eta=1.0))
+    itself = interleave(good, good, qrels, config)
+    wins, losses, ties = itself.totals()
+    assert wins + losses + ties == 20_000 and itself.impression_p_value() > 0.01
+    assert abs(itself.preference) < 3 * 0.5 / np.sqrt(20_000)
+    better = interleave(good, reverse, qrels, config)
+    assert better.preference > 0.3 and better.impression_p_value() < 1e-10
+    for_a, for_b, p_queries = better.query_p_value()
+    assert for_a == queries and for_b == 0 and p_queries < 1e-10
+    worse = interleave(reverse, good, qrels, config).summary()
+    assert worse["preference"] < -0.3 and worse["queries_for_b"] == queries
+    with pytest.raises(ValueError, match="share no query"):
+        interleave(good, CandidateLists.from_run({"x": {"d": 1.0}}), qrels, config)
+
+
+def test_the_interleave_command_prefers_bm25_to_its_reverse(tmp_path: Path) -> None:
+    options = ["--config", "cranfield.yaml", "--data.first_stage.backend", "bm25s",
+               "--data.first_stage.index_dir", str(tmp_path / "index"), "--clicks.impressions", "200"]
+    clicks.main([*options, "--output_dir", str(tmp_path / "bm25")])  # writes BM25's run, first_stage.trec
+    run = read_run(tmp_path / "bm25" / "first_stage.trec")
+    top = {qid: dict(ranked(docs)[:10]) for qid, docs in run.items()}
+    write_run({qid: {doc: -score for doc, score in docs.items()} for qid, docs in top.items()}, tmp_path / "rev.run")
+    bm25, reverse = str(tmp_path / "bm25" / "first_stage.trec"), str(tmp_path / "rev.run")
+    result = interleave_command.main(["--config", "cranfield.yaml", "--run_a", bm25, "--run_b", reverse,
+                                      "--clicks.impressions", "5000", "--output_dir", str(tmp_path / "il")])
+    assert result["preference"] > 0.01 and result["p_impressions"] < 1e-4 and result["impressions"] == 5000
+    written = json.loads((tmp_path / "il" / "interleaving.json").read_text())
+    assert written["wins"] == result["wins"] and sum(sum(t) for t in written["per_query"].values()) == 5000

@@ -25,6 +25,7 @@ COMMANDS = {
     "compare": "compare runs with paired t-tests, as a markdown table and plots",
     "export": "export a checkpoint for transformers, sentence-transformers and ONNX",
     "clicks": "simulate a click log of a ranking with a click model over the qrels",
+    "interleave": "compare two runs by team-draft interleaving with simulated clicks",
 }
 MODULES = {"bm25": "first_stage"}
 HELP = ("-h", "--help")
