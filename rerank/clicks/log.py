@@ -17,6 +17,7 @@ training reads the log. :func:`write_click_log` writes atomically.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ def read_click_log(path: str | Path, queries: Collection[str] | None = None,
     """
     if not Path(path).is_file():
         raise FileNotFoundError(f"{path}: no such click log")
+    if known_document is not None:  # a log shows the same documents again and again: look each up once
+        known_document = functools.cache(known_document)
     for number, line in text_lines(path):
         if line.strip():
             yield _impression(path, number, line, queries, known_document)
