@@ -154,7 +154,8 @@ def test_the_jvm_starts_without_warnings_of_its_own(tmp_path: Path) -> None:
 
 
 def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
     """``rerank cv`` prepares the data once per fold and again for the test phase: BM25 runs once, from the cache
     after that, and again only when a query changes; a fold's training lists are made once, not again by
     ``setup`` and the test phase, and not at all for a prediction."""
@@ -201,8 +202,10 @@ def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path
         return data.directory.first_stage_run
 
     queries = [" ".join(WORDS[q: q + 2]) for q in range(6)]
-    first, second = prepared("fold1", queries), prepared("fold2", queries)
+    with caplog.at_level(logging.INFO, logger="rerank.first_stage"):
+        first, second = prepared("fold1", queries), prepared("fold2", queries)
     assert len(retrievals) == 1 and first.read_bytes() == second.read_bytes()
+    assert caplog.text.count("first-stage run of 6 queries of") == 5  # every preparation after the first says so
     assert len(resolved) == 2  # one source, one list-making per fold
     written, fresh = read_run(first), retrieve(*retrievals[0])
     assert {q: list(ranked) for q, ranked in written.items()} == {q: list(ranked) for q, ranked in fresh.items()}

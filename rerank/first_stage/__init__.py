@@ -122,7 +122,9 @@ def cached_run(collection: Collection, config: FirstStageConfig, queries: Mappin
     settings = dataclasses.replace(config, index_dir=None, threads=0)
     path = cache_path("first_stage", documents.source(), documents.fingerprint(), dataclasses.asdict(settings),
                       sorted(queries.items()), suffix=".trec")
-    if not path.is_file():
+    if path.is_file():
+        logger.info("first-stage run of %d queries of %s from the cache: %s", len(queries), collection.name, path)
+    else:
         write_first_stage_run(collection.config, config, path, dict(queries))
     return path
 

@@ -108,6 +108,7 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     documents = collection.documents
     folder = config.cache_root / f"lucene-{documents.source()}-{documents.fingerprint()}"
     if (folder / "rerank.json").exists():
+        logger.info("Lucene index of %s from the cache: %s", collection.name, folder)
         return folder
     start_jvm()
     from pyserini.index.lucene import LuceneIndexer
