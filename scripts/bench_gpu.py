@@ -345,14 +345,20 @@ def part_inference(run: Settings, report: Callable[[dict], None], folder: Path) 
 
 def _padding_efficiency(reranker: Any, queries: list[str], documents: list[str], batch: int = 64) -> float:
     """Real / computed tokens of ``rerank predict``'s batches: pairs sorted by document length, then cut."""
-    from rerank.data.examples import Candidates, EvaluationBatches
+    from types import SimpleNamespace
 
-    lists = [Candidates(str(i), query, [str(i)], [0], [0.0]) for i, query in enumerate(queries)]
-    texts = dict(enumerate(documents))
-    dataset = EvaluationBatches(lists, None, batch, length=lambda doc: len(texts[int(doc)]))
+    from rerank.data.candidates import CandidateLists
+    from rerank.data.examples import EvaluationBatches
+
+    texts = {str(i): document for i, document in enumerate(documents)}
+    lists = CandidateLists.from_run({str(i): {str(i): 0.0} for i in range(len(queries))},
+                                    {str(i): query for i, query in enumerate(queries)})
+    dataset = EvaluationBatches(lists, SimpleNamespace(text=texts.__getitem__), batch,
+                                length=lambda doc: len(texts[doc]))
     real = computed = 0
-    for pairs in dataset.batches:
-        inputs = reranker.tokenize([query for _, query, _, _ in pairs], [texts[int(doc)] for _, _, doc, _ in pairs])
+    for index in range(len(dataset)):
+        pairs = dataset[index]
+        inputs = reranker.tokenize([query for _, query, *_ in pairs], [text for *_, text in pairs])
         real += int(inputs.attention_mask.sum())
         computed += inputs.attention_mask.numel()
     return real / computed
