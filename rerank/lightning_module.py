@@ -11,11 +11,12 @@ put back into ``[Q, N]`` (padded slots masked) and passed to the loss head named
       teacher_loss: distill_listnet      # for lists with teacher scores (data.train sources with a teacher)
       teacher_loss_args: {temperature: 0.05}
       teacher_weight: 1.0
+      click_loss: click_softmax          # for lists from a click log (data.train sources with targets: clicks)
       tokenization: {max_length: 512, max_query_length: 20, passages: maxp}
 
 The training loss of a batch is ``loss(lists, qrels labels) + teacher_weight * teacher_loss(lists, teacher
-scores)``; each head averages over the lists it has targets for (lists without contrast are skipped), so a batch
-may mix sources that learn from qrels, from a teacher, or from both.
+scores) + click_loss(lists, click targets)``; each head averages over the lists it has targets for (lists without
+contrast are skipped), so a batch may mix sources that learn from qrels, from a teacher, both, or clicks.
 
 Validation and test re-rank every candidate of their queries, gather the scores from all processes, and
 evaluate the whole run with trec_eval (:func:`rerank.evaluation.evaluate`) against the qrels of the split,
@@ -34,6 +35,7 @@ its own masks.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,8 @@ from .interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interp
 from .losses import RankingLoss
 from .losses import build as build_loss
 from .run_directory import Metrics, RunDirectory
+
+logger = logging.getLogger(__name__)
 
 Judgments = Callable[[str], Qrels]
 """The qrels of a split (``validation``, ``test``), e.g. :meth:`RerankDataModule.judgments`."""
@@ -77,6 +81,9 @@ class RerankModule(pl.LightningModule):
             class path of a :class:`~rerank.losses.RankingLoss` with ``graded = False``).
         teacher_loss_args: its parameters (``{temperature: 0.05}`` for a bi-encoder's cosine scores).
         teacher_weight: the weight of the teacher head in the sum.
+        click_loss: the head for click targets (``click_softmax``, listwise; ``click_bce``, pointwise; ``dla``,
+            which learns the propensities too, for sources with ``clicks.estimator: dla``).
+        click_loss_args: its parameters (``{ranks: 10, lr: 0.1}`` for ``dla``).
         tokenization: lengths and passages of the (query, document) rows; None: those the model was exported
             with, else the defaults. Exported with the model.
         dropout: classifier dropout (default: the model's).
@@ -110,6 +117,8 @@ class RerankModule(pl.LightningModule):
         teacher_loss: str | dict[str, Any] = "distill_listnet",
         teacher_loss_args: dict[str, Any] | None = None,
         teacher_weight: float = 1.0,
+        click_loss: str | dict[str, Any] = "click_softmax",
+        click_loss_args: dict[str, Any] | None = None,
         tokenization: TokenizationConfig | None = None,
         dropout: float | None = None,
         encoder_dropout: float | None = None,
@@ -148,6 +157,10 @@ class RerankModule(pl.LightningModule):
         if self.teacher_loss.graded:
             raise ValueError(f"model.teacher_loss {teacher_loss!r} takes graded labels; use a distillation head: "
                              "distill_listnet, distill_ranknet or margin_mse")
+        self.click_loss = build_loss(click_loss, **(click_loss_args or {}))
+        if self.click_loss.graded:
+            raise ValueError(f"model.click_loss {click_loss!r} takes graded labels; use a click head: click_softmax, "
+                             "click_bce or dla")
         if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
             tokenization = TokenizationConfig(**tokenization)
         for name, value in (("dropout", dropout), ("encoder_dropout", encoder_dropout)):
@@ -179,8 +192,9 @@ class RerankModule(pl.LightningModule):
         torch.manual_seed(dropout_seed(self._seed, self.current_epoch, batch_idx, self.global_rank))
 
     def list_losses(self, batch: TrainingBatch) -> dict[str, Tensor]:
-        """The heads applied to the batch's ``[Q, N]`` lists of scores (padded slots masked): ``qrels`` and, when
-        the batch has teacher scores, ``teacher`` (unweighted), and their weighted sum ``loss``."""
+        """The heads applied to the batch's ``[Q, N]`` lists of scores (padded slots masked): ``qrels``, when the
+        batch has teacher scores ``teacher`` (unweighted), when it has click targets ``clicks``, and their
+        weighted sum ``loss``."""
         mask = batch.mask
         check_list_size(mask.shape[1], self.hparams.loss, self.loss)
         scores = self(batch)
@@ -189,7 +203,11 @@ class RerankModule(pl.LightningModule):
         losses["loss"] = losses["qrels"]
         if batch.teacher is not None:
             losses["teacher"] = self.teacher_loss(lists, batch.teacher, mask)
-            losses["loss"] = losses["qrels"] + self.hparams.teacher_weight * losses["teacher"]
+            losses["loss"] = losses["loss"] + self.hparams.teacher_weight * losses["teacher"]
+        if batch.clicks is not None:
+            ranks = {"ranks": batch.ranks} if self.click_loss.needs_ranks else {}
+            losses["clicks"] = self.click_loss(lists, batch.clicks, mask, **ranks)
+            losses["loss"] = losses["loss"] + losses["clicks"]
         return losses
 
     def list_loss(self, batch: TrainingBatch) -> Tensor:
@@ -199,10 +217,16 @@ class RerankModule(pl.LightningModule):
     def training_step(self, batch: TrainingBatch, batch_idx: int) -> Tensor:
         losses = self.list_losses(batch)
         self.log("train/loss", losses["loss"], prog_bar=True, batch_size=batch.size)
-        for name in ("qrels", "teacher"):
+        for name in ("qrels", "teacher", "clicks"):
             if name in losses:
                 self.log(f"train/{name}_loss", losses[name], batch_size=batch.size)
         return losses["loss"]
+
+    def on_train_epoch_end(self) -> None:
+        if hasattr(self.click_loss, "propensities"):  # dla: what it has learnt of the position bias so far
+            learnt = ", ".join(f"{p:.4f}" for p in self.click_loss.propensities())
+            logger.info("epoch %d: propensities learnt by model.click_loss, ranks 1 to %d: %s", self.current_epoch,
+                        len(self.click_loss.propensities()), learnt)
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW with one learning rate for the encoder and one for the head; linear warmup, then linear decay."""
@@ -213,8 +237,12 @@ class RerankModule(pl.LightningModule):
                 lr = self.hparams.head_lr if id(parameter) in head else self.hparams.encoder_lr
                 decay = self.hparams.weight_decay if parameter.ndim > 1 else 0.0  # no decay on biases, LayerNorm
                 groups.setdefault((lr, decay), []).append(parameter)
-        optimizer = torch.optim.AdamW([{"params": params, "lr": lr, "weight_decay": decay}
-                                       for (lr, decay), params in groups.items()])
+        param_groups = [{"params": params, "lr": lr, "weight_decay": decay} for (lr, decay), params in groups.items()]
+        for head in (self.loss, self.teacher_loss, self.click_loss):  # heads with parameters of their own (dla)
+            if any(True for _ in head.parameters()):
+                lr = getattr(head, "lr", self.hparams.head_lr)
+                param_groups.append({"params": list(head.parameters()), "lr": lr, "weight_decay": 0.0})
+        optimizer = torch.optim.AdamW(param_groups)
         total = int(self.trainer.estimated_stepping_batches)
         warmup = self.hparams.warmup
         warmup_steps = round(warmup * total) if warmup < 1 else int(warmup)

@@ -52,6 +52,8 @@ TRAINER_OPTIONS = ("accelerator", "devices", "num_nodes", "strategy", "precision
 """The Trainer options the stage takes from ``trainer:``."""
 MODEL_OPTIONS_IGNORED = ("metrics", "selection_metric", "interpolate", "interpolation_grid")
 """Model settings that cannot change the stage's weights (evaluation only)."""
+CLICK_OPTIONS = ("click_loss", "click_loss_args")
+"""Model settings that change the stage's weights only when one of its sources learns from clicks."""
 DATA_OPTIONS = ("collection", "first_stage", "model_name", "tokenization", "rerank_depth", "list_size", "strategy",
                 "batch_size", "seed")
 """The data settings that shape the stage."""
@@ -104,7 +106,9 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         seed: the run's seed, set again after the stage.
     """
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
-    model_settings = {key: value for key, value in module.hparams.items() if key not in MODEL_OPTIONS_IGNORED}
+    sources = [as_source_config(source, f"pretrain.train[{i}]") for i, source in enumerate(config.train)]
+    ignored = MODEL_OPTIONS_IGNORED + (() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
+    model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
     data_settings = {key: data.settings[key] for key in DATA_OPTIONS}
     documents = data.collection.documents
     shape = ({"train": config.train, "max_steps": config.max_steps}, model_settings, data_settings,
@@ -113,7 +117,6 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     paths = [cache_path("pretrained", *shape, suffix=".safetensors")] + [
         cache_path("pretrained", *shape, {"round": round_, "student_weight": config.student_weight},
                    suffix=".safetensors") for round_ in range(2, config.rounds + 1)]
-    sources = [as_source_config(source, f"pretrain.train[{i}]") for i, source in enumerate(config.train)]
     student: str | None = None
     for round_, path in enumerate(paths, 1):
         _round(path, module, data, [_taught_by(source, student, config, options) for source in sources], config,

@@ -18,6 +18,7 @@ from rerank.clicks.simulator import ClickSimulationConfig, simulate
 from rerank.clicks.targets import ClickTargetConfig, click_targets
 from rerank.data.candidates import read_candidates
 from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.examples import TrainingLists
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.sources import SourceContext, as_source_config, resolve
 from rerank.first_stage import FirstStageConfig
@@ -33,17 +34,21 @@ LOG = [
 def test_click_targets_are_the_naive_and_ips_estimates(tmp_path: Path) -> None:
     write_click_log(LOG, tmp_path / "log.jsonl")
     log = str(tmp_path / "log.jsonl")
-    naive = click_targets(ClickTargetConfig(log=log, estimator="naive"))
+    naive, ranks = click_targets(ClickTargetConfig(log=log, estimator="naive"))
     assert naive == {"1": {"a": 0.0, "b": 2 / 3, "c": 1 / 3}, "2": {"d": 0.0, "e": 1.0}}
-    ips = click_targets(ClickTargetConfig(log=log, eta=2.0))  # p_k = 1 / k^2: a click at rank k weighs k^2
+    assert ranks == {"1": {"a": 1, "b": 2, "c": 3}, "2": {"d": 1, "e": 2}}  # where each was first shown
+    ips = click_targets(ClickTargetConfig(log=log, eta=2.0)).targets  # p_k = 1/k^2: a click at rank k weighs k^2
     assert ips["1"] == pytest.approx({"a": 0.0, "b": (4 + 1) / 3, "c": 9 / 3})
     assert ips["2"] == pytest.approx({"d": 0.0, "e": 4.0})
-    clipped = click_targets(ClickTargetConfig(log=log, eta=2.0, clip=0.2))  # rank 3: 1/9 < 0.2, so it weighs 5
+    clipped = click_targets(ClickTargetConfig(log=log, eta=2.0, clip=0.2)).targets  # rank 3: 1/9 < 0.2, so it weighs 5
     assert clipped["1"]["c"] == pytest.approx(5 / 3)
-    given = click_targets(ClickTargetConfig(log=log, propensities=[1.0, 0.5, 0.25]))
+    given = click_targets(ClickTargetConfig(log=log, propensities=[1.0, 0.5, 0.25])).targets
     assert given["1"] == pytest.approx({"a": 0.0, "b": (2 + 1) / 3, "c": 4 / 3})
     (tmp_path / "clicks.json").write_text(json.dumps({"propensities": {"estimated": [1.0, 0.5, 0.25]}}))
-    assert click_targets(ClickTargetConfig(log=log, propensities=str(tmp_path / "clicks.json"))) == given
+    assert click_targets(ClickTargetConfig(log=log, propensities=str(tmp_path / "clicks.json"))).targets == given
+    with pytest.raises(ClickLogError, match=r"log.jsonl:2: query '1' shows 'b' at rank 1, earlier at rank 2: "
+                                            "estimator dla needs each query's documents at one rank"):
+        click_targets(ClickTargetConfig(log=log, estimator="dla"))  # the second impression swapped a and b
 
 
 def test_ips_weights_are_one_over_the_clipped_propensity() -> None:
@@ -57,7 +62,7 @@ def test_ips_weights_are_one_over_the_clipped_propensity() -> None:
     ({"estimator": "ips"}, "ips needs the propensities: clicks.eta .* not neither"),
     ({"eta": 1.0, "propensities": [1.0]}, "not both"),
     ({"propensities": [1.0, 0.0]}, r"clicks.propensities must all be > 0"),
-    ({"estimator": "dla"}, "clicks.estimator must be one of naive, ips"),
+    ({"estimator": "pbm"}, "clicks.estimator must be one of naive, ips, dla"),
     ({"eta": 1.0, "clip": 0}, r"clicks.clip must be in \(0, 1\]"),
 ])
 def test_bad_click_options_are_named(options: dict, message: str) -> None:
@@ -94,18 +99,33 @@ def test_a_click_source_learns_from_the_training_folds_clicks_only(tmp_path: Pat
     with caplog.at_level(logging.INFO):
         source = resolve(config, "data.train[0]", context)
     assert "queries outside this source's" in caplog.text
-    targets = click_targets(config.clicks)
+    targets, ranks = click_targets(config.clicks)
     assert set(source.lists.query_ids) <= set(split.train) and source.strategy == "sample"
     for candidates in source.lists:
         assert dict(zip(candidates.doc_ids, candidates.teacher.tolist())) == targets[candidates.query_id]
         assert all(not math.isnan(value) for value in candidates.teacher.tolist())
-    settings = {"model": {"model_name": str(workdir / "bert"), "loss": "listnet", "teacher_loss": "click_softmax",
-                          "tokenization": {"max_length": 48, "max_query_length": 12}},
-                "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
-                         "folds": folds.__dict__, "rerank_depth": 20, "list_size": 4, "batch_size": 2,
-                         "train": [{"targets": "clicks", "clicks": {"log": str(log), "eta": 1.0}}]},
-                "trainer": {"max_epochs": 1, "limit_train_batches": 3, "limit_val_batches": 2, "limit_test_batches": 1,
-                            "enable_progress_bar": False, "logger": False, "num_sanity_val_steps": 0}}
-    (tmp_path / "clicks.yaml").write_text(yaml.safe_dump(settings))
-    metrics = fit.main(["--config", str(tmp_path / "clicks.yaml"), "--output_dir", str(tmp_path / "run")])
-    assert 0 <= metrics["reranker"]["nDCG@10"] <= 1 and set(metrics) >= {"reranker", "first_stage"}
+        # in the order the log showed them, its ranks as first-stage scores: BM25's top 10 of this query
+        assert candidates.doc_ids == list(ranking[ranking.position(candidates.query_id)].doc_ids)
+        assert (-candidates.scores).tolist() == [ranks[candidates.query_id][d] for d in candidates.doc_ids]
+    item = TrainingLists([source], list_size=4, seed=0)[(0, 0, 0)]
+    first = source.lists[0]
+    positions = [first.doc_ids.index(doc) for doc in
+                 [d for d in first.doc_ids if collection.documents.text(d) in item.documents]]
+    assert item.teacher is None and item.clicks == [float(first.teacher[p]) for p in positions]
+    assert item.ranks == [p + 1 for p in positions] and item.ranks == sorted(item.ranks)
+    for clicks, click_loss in (({"log": str(log), "eta": 1.0}, "click_bce"), ({"log": str(log), "estimator": "dla"},
+                                                                                "dla")):
+        settings = {"model": {"model_name": str(workdir / "bert"), "loss": "listnet", "click_loss": click_loss,
+                              "tokenization": {"max_length": 48, "max_query_length": 12}},
+                    "data": {"collection": CRANFIELD,
+                             "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
+                             "folds": folds.__dict__, "rerank_depth": 20, "list_size": 4, "batch_size": 2,
+                             "train": [{"targets": "clicks", "clicks": clicks}]},
+                    "trainer": {"max_epochs": 1, "limit_train_batches": 3, "limit_val_batches": 2,
+                                "limit_test_batches": 1, "enable_progress_bar": False, "logger": False,
+                                "num_sanity_val_steps": 0}}
+        (tmp_path / "clicks.yaml").write_text(yaml.safe_dump(settings))
+        with caplog.at_level(logging.INFO):
+            metrics = fit.main(["--config", str(tmp_path / "clicks.yaml"), "--output_dir", str(tmp_path / click_loss)])
+        assert 0 <= metrics["reranker"]["nDCG@10"] <= 1 and set(metrics) >= {"reranker", "first_stage"}
+    assert "propensities learnt by model.click_loss, ranks 1 to 10" in caplog.text  # dla's, after the epoch

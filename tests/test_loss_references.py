@@ -239,7 +239,7 @@ def test_registry_names_and_errors() -> None:
     assert set(LOSSES) == {
         "smoothi_ndcg", "smoothi_precision", "smoothi_ap", "softndcg", "lambdarank", "hinge", "ranknet",
         "listnet", "listmle", "approx_ndcg", "neural_ndcg", "lambdaloss", "pointwise_bce", "pointwise_mse",
-        "distill_listnet", "distill_ranknet", "margin_mse", "click_softmax",
+        "distill_listnet", "distill_ranknet", "margin_mse", "click_softmax", "click_bce", "dla",
     }
     with pytest.raises(ValueError, match="unknown loss 'smoothy'.*smoothi_ndcg"):
         build("smoothy")
@@ -303,6 +303,61 @@ def test_click_softmax_weighs_each_candidate_s_log_probability_by_its_clicks() -
     assert tensor.grad[0, 4] == 0 and not tensor.grad[1].any()
     with pytest.raises(ValueError, match="click weights must be >= 0"):
         build("click_softmax")(torch.zeros(1, 3), torch.tensor([[1.0, -1.0, 0.0]]))
+
+
+def test_click_bce_is_the_log_loss_against_each_click_target() -> None:
+    scores = [[0.5, -1.0, 2.0, 0.1], [0.3, 0.0, 0.0, 0.0]]
+    targets = [[1.5, 0.0, 0.25, 0.0], [0.0, 0.0, 0.0, 0.0]]  # an IPS target above 1; a list without clicks
+    sigmoid = [1 / (1 + math.exp(-s)) for s in scores[0]]
+    expected = -sum(w * math.log(p) + (1 - w) * math.log(1 - p) for w, p in zip(targets[0], sigmoid)) / 4
+    tensor = torch.tensor(scores, dtype=torch.float64, requires_grad=True)
+    value = build("click_bce")(tensor, torch.tensor(targets, dtype=torch.float64))
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+    value.backward()  # d/ds_j = (sigma(s_j) - w_j) / n: bounded however large the target
+    assert tensor.grad[0].tolist() == pytest.approx([(p - w) / 4 for p, w in zip(sigmoid, targets[0])], rel=1e-9)
+    assert not tensor.grad[1].any()
+
+
+def test_dla_is_ips_with_its_propensities_plus_their_own_inverse_relevance_loss() -> None:
+    head = build("dla", ranks=5, clip=0.05).double()
+    with torch.no_grad():
+        head.logits.copy_(torch.tensor([0.0, -1.0, -1.5, -2.0, -4.0]))  # theta_k / theta_1 = exp(phi_k - phi_1)
+    scores = torch.tensor([[1.0, 0.2, 0.5, -0.3]], dtype=torch.float64, requires_grad=True)
+    clicks = torch.tensor([[0.3, 0.1, 0.0, 0.02]], dtype=torch.float64)
+    ranks = torch.tensor([[2, 3, 4, 5]])  # a list drawn from a page: rank 1 is not in it
+    value = head(scores, clicks, ranks=ranks)
+    phi = [-1.0, -1.5, -2.0, -4.0]
+    ipw = [min(math.exp(0.0 - p), 20.0) for p in phi]  # rank 5: e^4 = 54.6, clipped at 1 / 0.05
+    log_r = torch.log_softmax(scores.detach(), -1)[0].tolist()
+    irw = [min(math.exp(log_r[0] - lr), 20.0) for lr in log_r]  # relative to the list's first-ranked document
+    log_theta = torch.log_softmax(torch.tensor(phi, dtype=torch.float64), -1).tolist()
+    c = clicks[0].tolist()
+    expected = -sum(c[j] * (ipw[j] * log_r[j] + irw[j] * log_theta[j]) for j in range(4))
+    assert value.item() == pytest.approx(expected, rel=1e-9)
+    value.backward()  # the ranker's gradient is that of the click softmax over the IPS targets c_j * ipw_j
+    reference = scores.detach().clone().requires_grad_()
+    build("click_softmax")(reference, clicks * torch.tensor([ipw], dtype=torch.float64)).backward()
+    torch.testing.assert_close(scores.grad, reference.grad)
+    with pytest.raises(ValueError, match="shown at rank 6: the dla head models ranks 1 to 5"):
+        head(scores, clicks, ranks=torch.tensor([[2, 3, 4, 6]]))
+    with pytest.raises(ValueError, match="needs the rank each document was shown at"):
+        head(scores, clicks)
+
+
+def test_dla_learns_the_position_bias_of_position_based_clicks() -> None:
+    """With the relevance known (the ranker's scores fixed at log r), the propensity model trained on pages of
+    expected clicks ``theta_k * r`` (theta_k = (1/k)^2) recovers theta within 2 %."""
+    generator = torch.Generator().manual_seed(0)
+    relevance = torch.rand(64, 10, generator=generator) * 0.9 + 0.05  # 64 pages, documents shown at ranks 1..10
+    theta = 1 / torch.arange(1, 11, dtype=torch.float32) ** 2
+    clicks, ranks = theta * relevance, torch.arange(1, 11).expand(64, 10)
+    head = build("dla", ranks=10)
+    optimizer = torch.optim.Adam(head.parameters(), lr=head.lr)
+    for _ in range(500):
+        optimizer.zero_grad()
+        head(relevance.log(), clicks, ranks=ranks).backward()
+        optimizer.step()
+    assert head.propensities() == pytest.approx(theta.tolist(), rel=0.02)
 
 
 def test_distill_ranknet_follows_the_teachers_order_and_margin_mse_its_margins() -> None:

@@ -222,6 +222,13 @@ def test_unknown_loss_fails_before_training(workdir: Path, tmp_path: Path) -> No
     assert "unknown loss 'smoothi'" in fit_fails(workdir, tmp_path, "--model.loss", "smoothi")
 
 
+def test_a_head_for_graded_labels_is_refused_for_teacher_scores_and_clicks(workdir: Path, tmp_path: Path) -> None:
+    assert "model.teacher_loss 'listnet' takes graded labels; use a distillation head" in fit_fails(
+        workdir, tmp_path, "--model.teacher_loss", "listnet")
+    assert "model.click_loss 'listnet' takes graded labels; use a click head: click_softmax, click_bce or dla" in (
+        fit_fails(workdir, tmp_path, "--model.click_loss", "listnet"))
+
+
 def test_missing_model_fails_before_training(workdir: Path, tmp_path: Path) -> None:
     message = fit_fails(workdir, tmp_path, "--model.model_name", str(tmp_path / "no-such-model"))
     assert "no-such-model" in message and "not found" in message

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..atomic import atomic_write
@@ -31,13 +31,15 @@ FIELDS = ("query_id", "shown", "clicks", "session", "time")
 
 @dataclass(frozen=True)
 class Impression:
-    """One result page: the query, the documents shown top first, the 1-based ranks clicked."""
+    """One result page: the query, the documents shown top first, the 1-based ranks clicked (and, when read from a
+    log, its line there, for errors found later)."""
 
     query_id: str
     shown: tuple[str, ...]
     clicks: tuple[int, ...]
     session: str | None = None
     time: float | None = None
+    line: int | None = field(default=None, compare=False)
 
 
 class ClickLogError(ValueError):
@@ -115,7 +117,7 @@ def _impression(path: str | Path, number: int, line: str, queries: Collection[st
         raise fail(f"session must be a string; got {session!r}")
     if time is not None and (isinstance(time, bool) or not isinstance(time, (int, float))):
         raise fail(f"time must be a number (seconds); got {time!r}")
-    return Impression(query_id, tuple(shown), tuple(clicks), session, None if time is None else float(time))
+    return Impression(query_id, tuple(shown), tuple(clicks), session, None if time is None else float(time), number)
 
 
 def _check_id(identifier: str, what: str, fail: Callable[[str], ClickLogError]) -> None:

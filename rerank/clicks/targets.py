@@ -11,10 +11,13 @@ estimate of ``d``'s click probability when examined, up to the clipping). Naive 
 ranker's position bias back; IPS targets divide it out. The propensities are the position-based model's
 ``(1 / k) ^ eta`` (``eta``: known, as in a simulation), a list (e.g. the ``estimated`` ones of ``rerank clicks
 --clicks.swap true``, :mod:`rerank.clicks.propensity`), or that command's ``clicks.json`` itself.
+``dla`` leaves the targets naive and the propensities to be learnt while training: the ``dla`` head
+(:class:`~rerank.losses.DualLearning`, Ai et al., SIGIR 2018) divides by them itself, and needs each document's
+rank, so every query's documents must keep one rank throughout the log (a log without interventions).
 
 A training source with ``targets: clicks`` (:mod:`rerank.data.sources`) draws its lists from the documents shown
-for each query, with these weights where a teacher's scores would go; train them with ``model.teacher_loss:
-click_softmax`` (:class:`~rerank.losses.ClickSoftmax`).
+for each query, with these targets and the ranks the documents were first shown at; ``model.click_loss``
+(``click_softmax`` by default) trains on them.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import json
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..data.trec import Run
-from .log import read_click_log
+from .log import ClickLogError, read_click_log
 from .models import examination
 
-ESTIMATORS = ("naive", "ips")
+ESTIMATORS = ("naive", "ips", "dla")
 
 
 @dataclass
@@ -37,7 +41,7 @@ class ClickTargetConfig:
 
     Attributes:
         log: the click log (:mod:`rerank.clicks.log`).
-        estimator: ``naive`` or ``ips``.
+        estimator: ``naive``, ``ips``, or ``dla`` (naive targets, propensities learnt by the ``dla`` head).
         eta: ``ips`` with the position-based model's propensities ``(1 / k) ^ eta``.
         propensities: ``ips`` with these propensities for ranks 1, 2, ... (a list), or those that a
             ``clicks.json`` of ``rerank clicks --clicks.swap true`` estimated (its path).
@@ -63,12 +67,12 @@ class ClickTargetConfig:
             raise ValueError(f"clicks.propensities must all be > 0; got {self.propensities}")
 
     def propensity(self) -> Callable[[int], float]:
-        """``rank -> max(p_rank, clip)`` (1 for ``naive``).
+        """``rank -> max(p_rank, clip)`` (1 for ``naive`` and ``dla``).
 
         Raises:
             ValueError: a propensity file without estimates, or a rank beyond the propensities given.
         """
-        if self.estimator == "naive":
+        if self.estimator != "ips":
             return lambda rank: 1.0
         if self.eta is not None:
             eta = self.eta
@@ -97,23 +101,40 @@ def _estimated(path: Path) -> list[float]:
     return [float(p) for p in estimated]
 
 
+class ClickTargets(NamedTuple):
+    """What a click log teaches: each query's shown documents with their targets, and the rank each was first
+    shown at (1-based)."""
+
+    targets: Run
+    ranks: dict[str, dict[str, int]]
+
+
 def click_targets(config: ClickTargetConfig, queries: Collection[str] | None = None,
-                  known_document: Callable[[str], bool] | None = None) -> Run:
-    """Each query's shown documents with their targets (the module docstring), in one pass over the log: queries
-    as they first appear, documents in the order first shown.
+                  known_document: Callable[[str], bool] | None = None) -> ClickTargets:
+    """Each query's shown documents with their targets (the module docstring) and first ranks, in one pass over
+    the log: queries as they first appear, documents in the order first shown.
 
     Raises:
-        ClickLogError: a malformed line, or one naming a query not in ``queries`` or a document that
-            ``known_document`` refuses.
+        ClickLogError: a malformed line, one naming a query not in ``queries`` or a document that
+            ``known_document`` refuses, or (``dla``) one showing a document at another rank than before.
     """
     propensity = config.propensity()
     sums: dict[str, dict[str, float]] = {}
+    ranks: dict[str, dict[str, int]] = {}
     impressions: dict[str, int] = {}
     for impression in read_click_log(config.log, queries, known_document):
         shown = sums.setdefault(impression.query_id, {})
+        first = ranks.setdefault(impression.query_id, {})
         impressions[impression.query_id] = impressions.get(impression.query_id, 0) + 1
-        for doc in impression.shown:
+        for rank, doc in enumerate(impression.shown, 1):
+            if first.setdefault(doc, rank) != rank and config.estimator == "dla":
+                raise ClickLogError(config.log, impression.line or 0,
+                                    f"query {impression.query_id!r} shows {doc!r} at rank {rank}, earlier at rank "
+                                    f"{first[doc]}: estimator dla needs each query's documents at one rank (a log "
+                                    "without interventions; for a log with swaps use estimator ips with the "
+                                    "propensities they estimate)")
             shown.setdefault(doc, 0.0)
         for rank in impression.clicks:
             shown[impression.shown[rank - 1]] += 1.0 / propensity(rank)
-    return {qid: {doc: total / impressions[qid] for doc, total in docs.items()} for qid, docs in sums.items()}
+    targets = {qid: {doc: total / impressions[qid] for doc, total in docs.items()} for qid, docs in sums.items()}
+    return ClickTargets(targets, ranks)

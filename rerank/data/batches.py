@@ -31,10 +31,13 @@ class TrainingBatch(Pinnable):
         mask: ``[Q, N]`` True for real candidates.
         slots: ``[pairs]`` the flattened ``[Q * N]`` position of each pair.
         teacher: ``[Q, N]`` teacher scores when some list of the batch has them (0 for the others), else None.
+        clicks: ``[Q, N]`` click targets when some list of the batch comes from a click log (0 for the others),
+            else None.
+        ranks: ``[Q, N]`` the ranks the log showed those lists' documents at (0 elsewhere), with ``clicks``.
 
-    A list whose source does not learn from qrels has labels all 0, and a list without a teacher has teacher scores
-    all 0: the loss heads skip lists without contrast (:mod:`rerank.losses.base`), so each head sees its own
-    lists only.
+    A list whose source does not learn from qrels has labels all 0, and a list without a teacher (or clicks) has
+    teacher scores (click targets) all 0: the loss heads skip lists without contrast (:mod:`rerank.losses.base`),
+    so each head sees its own lists only.
     """
 
     inputs: PairInputs
@@ -42,6 +45,8 @@ class TrainingBatch(Pinnable):
     mask: Tensor
     slots: Tensor
     teacher: Tensor | None = None
+    clicks: Tensor | None = None
+    ranks: Tensor | None = None
 
     @property
     def size(self) -> int:
@@ -66,6 +71,8 @@ class TrainingList:
     documents: list[str]
     labels: list[int]
     teacher: list[float] | None = None
+    clicks: list[float] | None = None
+    ranks: list[int] | None = None
 
 
 @dataclass
@@ -81,16 +88,21 @@ class TrainingCollator:
         mask = torch.zeros(shape, dtype=torch.bool)
         # lists without a teacher get constant teacher scores: no contrast, so the distillation head skips them
         teacher = torch.zeros(shape, dtype=torch.float32) if any(item.teacher for item in items) else None
+        clicks = torch.zeros(shape, dtype=torch.float32) if any(item.clicks for item in items) else None
+        ranks = torch.zeros(shape, dtype=torch.long) if clicks is not None else None
         for row, item in enumerate(items):
             length = len(item.labels)
             labels[row, :length] = torch.tensor(item.labels)
             mask[row, :length] = True
             if teacher is not None and item.teacher is not None:
                 teacher[row, :length] = torch.tensor(item.teacher)
+            if clicks is not None and ranks is not None and item.clicks is not None and item.ranks is not None:
+                clicks[row, :length] = torch.tensor(item.clicks)
+                ranks[row, :length] = torch.tensor(item.ranks)
         inputs = self.tokenize([item.query for item in items for _ in item.documents],
                                [document for item in items for document in item.documents])
         return TrainingBatch(inputs=inputs, labels=labels, mask=mask, slots=mask.flatten().nonzero().squeeze(1),
-                             teacher=teacher)
+                             teacher=teacher, clicks=clicks, ranks=ranks)
 
 
 @dataclass

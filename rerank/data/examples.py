@@ -88,11 +88,13 @@ class TrainingLists(Dataset):
         candidates = source.lists[index]
         rng = random.Random(f"{self.seed}/{epoch}/{which}/{index}")
         positions = select(candidates, self.list_size, source.strategy, rng)
-        teacher = candidates.teacher
-        return TrainingList(query=candidates.query,
-                            documents=[source.documents.text(candidates.doc_id(p)) for p in positions],
-                            labels=candidates.labels[positions].tolist(),
-                            teacher=None if teacher is None else teacher[positions].tolist())
+        teacher = None if candidates.teacher is None else candidates.teacher[positions].tolist()
+        documents = [source.documents.text(candidates.doc_id(p)) for p in positions]
+        labels = candidates.labels[positions].tolist()
+        if source.clicks:  # a click log's lists: targets in the teacher slot, the log's ranks as first-stage scores
+            return TrainingList(query=candidates.query, documents=documents, labels=labels, clicks=teacher,
+                                ranks=(-candidates.scores[positions]).astype(int).tolist())
+        return TrainingList(query=candidates.query, documents=documents, labels=labels, teacher=teacher)
 
 
 class EvaluationBatches(Dataset):

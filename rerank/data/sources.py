@@ -18,7 +18,7 @@ qrels, i.e. the plain fine-tuning of earlier releases)::
           queries: all
           targets: qrels
         - queries: train                      # the training folds' queries, learnt from a click log
-          targets: clicks                     # (rerank.clicks.targets; model.teacher_loss: click_softmax)
+          targets: clicks                     # (rerank.clicks.targets; trained by model.click_loss)
           clicks: {log: logs/clicks.jsonl, estimator: ips, eta: 2}
 
 Each source has a collection (default ``data.collection``), candidates from a first stage (default
@@ -143,6 +143,8 @@ class TrainingSource:
         documents: where the candidates' texts are looked up.
         weight: the source's share of the lists.
         strategy: how lists are drawn (:data:`rerank.data.examples.STRATEGIES`).
+        clicks: the lists come from a click log: their teacher scores are its click targets, and their first-stage
+            scores the negated ranks it showed the documents at (the log's own ranking), for ``model.click_loss``.
     """
 
     name: str
@@ -150,6 +152,7 @@ class TrainingSource:
     documents: Documents
     weight: float = 1.0
     strategy: str = "random"
+    clicks: bool = False
 
 
 @dataclass
@@ -202,21 +205,23 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
 
 def _click_source(config: SourceConfig, collection: Collection, queries: Mapping[str, str], query_ids: list[str],
                   name: str, where: str) -> TrainingSource:
-    """Lists over the documents that the log shows for each query of ``query_ids``, with its click targets as
-    teacher scores. A query or document of the log that the collection lacks fails, naming the log's line; the
-    collection's other queries (a test fold's, say) are left out, and the log says how many."""
-    targets = click_targets(config.clicks, collection.queries.keys(), collection.documents.__contains__)
+    """Lists over the documents that the log shows for each query of ``query_ids``, in the order of the ranks they
+    were first shown at (as first-stage scores ``-rank``), with its click targets as teacher scores. A query or
+    document of the log that the collection lacks fails, naming the log's line; the collection's other queries (a
+    test fold's, say) are left out, and the log says how many."""
+    targets, ranks = click_targets(config.clicks, collection.queries.keys(), collection.documents.__contains__)
     kept = [qid for qid in query_ids if qid in targets]
     if len(kept) < len(targets):
         logger.info("%s: the click log's impressions of %d queries outside this source's %d are left out", name,
                     len(targets) - len(kept), len(query_ids))
-    lists = CandidateLists.from_run(targets, queries, {}, kept).with_teacher(targets)
+    shown = {qid: {doc: -float(rank) for doc, rank in ranks[qid].items()} for qid in kept}
+    lists = CandidateLists.from_run(shown, queries, {}, kept).with_teacher(targets)
     usable = lists.keep([trainable(c, "sample") for c in lists])
     if not usable:
         raise ValueError(f"{where}: the click log {config.clicks.log} has no click on the {len(query_ids)} queries")
     logger.info("%s: %d of %d queries have clicks in %s", name, len(usable), len(query_ids), config.clicks.log)
     return TrainingSource(name=name, lists=usable, documents=collection.documents, weight=config.weight,
-                          strategy="sample")
+                          strategy="sample", clicks=True)
 
 
 def _queries_and_qrels(config: SourceConfig, collection: Collection, context: SourceContext,

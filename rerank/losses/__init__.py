@@ -21,9 +21,11 @@ from typing import Any
 
 from .approx_ndcg import ApproxNDCG
 from .base import RankingLoss
+from .click_bce import ClickBCE
 from .click_softmax import ClickSoftmax
 from .distill_listnet import DistillListNet
 from .distill_ranknet import DistillRankNet
+from .dla import DualLearning
 from .hinge import PairwiseHinge
 from .lambdaloss import LambdaLoss
 from .lambdarank import LambdaRank
@@ -55,9 +57,12 @@ LOSSES: dict[str, type[RankingLoss]] = {
     "distill_ranknet": DistillRankNet,
     "margin_mse": MarginMSE,
     "click_softmax": ClickSoftmax,
+    "click_bce": ClickBCE,
+    "dla": DualLearning,
 }
 """Loss heads by name. The ``distill_*`` heads and ``margin_mse`` take a teacher's scores as their labels, and
-``click_softmax`` click weights (``RankingLoss.graded`` False); the others take graded relevance."""
+``click_softmax``, ``click_bce`` and ``dla`` click targets (``RankingLoss.graded`` False); the others take graded
+relevance. ``dla`` also takes the ranks the documents were shown at (``RankingLoss.needs_ranks``)."""
 
 
 def build(name: str | Mapping[str, Any], **kwargs: object) -> RankingLoss:
@@ -110,7 +115,8 @@ def _import_loss(spec: Mapping[str, Any]) -> type[RankingLoss]:
 
 
 __all__ = [
-    "LOSSES", "ApproxNDCG", "ClickSoftmax", "DistillListNet", "DistillRankNet", "LambdaLoss", "LambdaRank",
+    "LOSSES", "ApproxNDCG", "ClickBCE", "ClickSoftmax", "DistillListNet", "DistillRankNet", "DualLearning",
+    "LambdaLoss", "LambdaRank",
     "ListMLE", "ListNet", "MarginMSE", "NeuralNDCG", "PairwiseHinge", "PointwiseBCE", "PointwiseMSE", "RankNet",
     "RankingLoss", "SmoothIAP", "SmoothINDCG", "SmoothIPrecision", "SoftNDCG", "build", "loss_class",
 ]

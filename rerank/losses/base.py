@@ -41,10 +41,12 @@ class RankingLoss(nn.Module):
     graded: bool = True
     #: The fewest candidates a list needs for the loss to say anything (2 to compare; 1 for pointwise losses).
     min_list_size: int = 2
+    #: True: the head also takes ``ranks=``, the ``[Q, N]`` ranks a click log showed the candidates at (``dla``).
+    needs_ranks: bool = False
 
     def forward(self, scores: Tensor, labels: Tensor, mask: Tensor | None = None) -> Tensor:
         """The mean loss over the queries that contribute (a scalar tensor)."""
-        scores, labels, mask, weights = _prepare(scores, labels, mask, self.exclude_padded, self.graded)
+        scores, labels, mask, weights = prepare(scores, labels, mask, self.exclude_padded, self.graded)
         if torch.is_autocast_enabled(scores.device.type):
             with torch.autocast(device_type=scores.device.type, enabled=False):
                 return self.weighted_sum(scores, labels, mask, weights)
@@ -74,7 +76,7 @@ class RankingLoss(nn.Module):
         return ", ".join(f"{name}={getattr(self, name)!r}" for name in parameters)
 
 
-def _prepare(
+def prepare(
     scores: Tensor, labels: Tensor, mask: Tensor | None, exclude_padded: bool, graded: bool = True
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Checked float scores and labels with padded slots replaced (see :attr:`RankingLoss.exclude_padded`), the

@@ -23,7 +23,7 @@ from .base import RankingLoss
 from .functional import safe_divide
 
 
-def _mean_over_candidates(values: Tensor, mask: Tensor) -> Tensor:
+def mean_over_candidates(values: Tensor, mask: Tensor) -> Tensor:
     total = torch.where(mask, values, torch.zeros_like(values)).sum(dim=-1)
     return safe_divide(total, mask.sum(dim=-1).to(values.dtype))
 
@@ -35,7 +35,7 @@ class PointwiseBCE(RankingLoss):
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
         losses = F.binary_cross_entropy_with_logits(scores, (labels > 0).to(scores.dtype), reduction="none")
-        return _mean_over_candidates(losses, mask)
+        return mean_over_candidates(losses, mask)
 
 
 class PointwiseMSE(RankingLoss):
@@ -44,4 +44,4 @@ class PointwiseMSE(RankingLoss):
     min_list_size = 1
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:
-        return _mean_over_candidates((scores - labels) ** 2, mask)
+        return mean_over_candidates((scores - labels) ** 2, mask)
