@@ -352,11 +352,16 @@ def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
     return yaml.safe_load(capsys.readouterr().out)
 
 
+STACKED = ("ablation", "clicks")
+"""Config folders whose files stack on the default (cranfield.yaml)."""
+
+
 @pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
-                                  "transfer/msmarco-pretrain", *(f"ablation/{path.stem}" for path in sorted(
-                                      (Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")))])
+                                  "transfer/msmarco-pretrain",
+                                  *(f"{folder}/{path.stem}" for folder in STACKED for path in
+                                    sorted((Path(__file__).parents[1] / "configs" / folder).glob("*.yaml")))])
 def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None:
-    stacked = ["cranfield"] if name.startswith("ablation/") else []  # ablations stack on the default
+    stacked = ["cranfield"] if name.startswith(tuple(f"{folder}/" for folder in STACKED)) else []
     config = merged_config(*stacked, name, capsys=capsys)
     assert config["data"]["train"] or config["pretrain"]
 
