@@ -59,11 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
     config = cli.option("clicks", ClickSimulationConfig)
     collection_config = as_collection_config(cli.option("data.collection"), "data.collection")
     collection = Collection(collection_config)
-    if not collection.has_qrels:
-        raise ValueError(f"data.collection {collection.name} has no qrels: the click model clicks by relevance")
-    qrels = collection.qrels
-    query_ids = (make_split(cli.option("data.folds", FoldsConfig) or FoldsConfig(), qrels).train
-                 if config.queries == "train" else sorted(qrels))
+    qrels, query_ids = judged_queries(cli, collection, config)
     directory = RunDirectory(Path(cli.config.output_dir))
     write_first_stage_run(collection_config, cli.option("data.first_stage", FirstStageConfig) or FirstStageConfig(),
                           directory.first_stage_run)
@@ -88,6 +84,22 @@ def main(argv: list[str] | None = None) -> dict:
     Console(stderr=True).print(f"{written:,} impressions of {len(pages)} queries of {collection.name} -> {log}")
     print(json.dumps({key: summary[key] for key in ("impressions", "queries", "ctr_per_rank")}, indent=2))
     return summary
+
+
+def judged_queries(cli: RerankCLI, collection: Collection,
+                   config: ClickSimulationConfig) -> tuple[dict[str, dict[str, int]], list[str]]:
+    """The collection's qrels and the queries users are simulated on: ``clicks.queries`` ``train`` (the training
+    folds of ``data.folds``) or ``all`` judged ones.
+
+    Raises:
+        ValueError: the collection has no qrels, which the click model clicks by.
+    """
+    if not collection.has_qrels:
+        raise ValueError(f"data.collection {collection.name} has no qrels: the click model clicks by relevance")
+    qrels = collection.qrels
+    query_ids = (make_split(cli.option("data.folds", FoldsConfig) or FoldsConfig(), qrels).train
+                 if config.queries == "train" else sorted(qrels))
+    return qrels, query_ids
 
 
 def _counting(impressions: Iterable[Impression], counts: Counter,

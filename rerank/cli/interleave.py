@@ -21,9 +21,9 @@ from ..clicks.interleaving import interleave
 from ..clicks.simulator import ClickSimulationConfig
 from ..data.candidates import read_candidates
 from ..data.collection import Collection, as_collection_config
-from ..data.folds import FoldsConfig, make_split
 from ..logs import configure_logging
 from .arguments import RerankCLI
+from .clicks import judged_queries
 from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -44,11 +44,7 @@ def main(argv: list[str] | None = None) -> dict:
                     arguments=_arguments, instantiate=False)
     config = cli.option("clicks", ClickSimulationConfig)
     collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
-    if not collection.has_qrels:
-        raise ValueError(f"data.collection {collection.name} has no qrels: the click model clicks by relevance")
-    qrels = collection.qrels
-    query_ids = (make_split(cli.option("data.folds", FoldsConfig) or FoldsConfig(), qrels).train
-                 if config.queries == "train" else sorted(qrels))
+    qrels, query_ids = judged_queries(cli, collection, config)
     queries = collection.queries
     a, b = (read_candidates(path, queries).select(query_ids, config.depth, queries, qrels)
             for path in (cli.config.run_a, cli.config.run_b))
