@@ -7,8 +7,8 @@ with paired two-sided t-tests against chosen references, and what DLA learnt of 
 
 ``--reference NAME=DIR`` and ``--system NAME=DIR`` name ``rerank cv`` directories (the re-ranker's test run; the
 reference named ``bm25`` is the directory's first-stage run instead). For a ``dla`` system, the propensities it
-learnt on each fold (the last ``propensities learnt`` line of each fold's log, ``DIR/foldK.log`` or the cv log
-``DIR.log``) are averaged over folds.
+learnt on each fold (the ``propensities learnt`` lines of the cv log, ``DIR.log``) are averaged over folds.
+``--depth 10`` evaluates each run cut to its first stage's top 10: the documents a top-10 click log showed.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from scipy import stats
 
 from rerank.cli.configs import resolve_config_path
 from rerank.data.collection import Collection, as_collection_config
-from rerank.data.trec import read_run
+from rerank.data.trec import ranked, read_run
 from rerank.evaluation import evaluate
 from rerank.run_directory import CrossValidationDirectory
 
@@ -36,8 +36,13 @@ def _named(items: list[str]) -> dict[str, Path]:
     return {name: Path(path) for name, path in (item.split("=", 1) for item in items)}
 
 
-def _per_query(path: Path, which: str, qrels: dict, queries: list[str]) -> list[float]:
-    run = read_run(CrossValidationDirectory(path).run(which))
+def _per_query(path: Path, which: str, qrels: dict, queries: list[str], depth: int | None) -> list[float]:
+    folder = CrossValidationDirectory(path)
+    run = read_run(folder.run(which))
+    if depth is not None:  # as if only the first stage's top ``depth`` had been re-ranked
+        first_stage = read_run(folder.run("first_stage"))
+        top = {qid: {doc for doc, _ in ranked(first_stage.get(qid, {}))[:depth]} for qid in queries}
+        run = {qid: {doc: score for doc, score in run.get(qid, {}).items() if doc in top[qid]} for qid in queries}
     result = evaluate({q: run.get(q, {}) for q in queries}, {q: qrels[q] for q in queries}, ["nDCG@10"])
     return [result.per_query.get(q, {}).get("nDCG@10", 0.0) for q in queries]
 
@@ -65,6 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reference", action="append", default=[], help="NAME=DIR (bm25=DIR: its first stage)")
     parser.add_argument("--system", action="append", default=[], help="NAME=DIR, a rerank cv directory")
     parser.add_argument("--against", nargs="+", default=["bm25"], help="the names every system is tested against")
+    parser.add_argument("--depth", type=int, help="evaluate each run cut to its first stage's top DEPTH (as if only "
+                        "those had been re-ranked)")
     parser.add_argument("--json", type=Path, help="also write the table as JSON")
     args = parser.parse_args(argv)
     settings = yaml.safe_load(resolve_config_path(args.config).read_text(encoding="utf-8"))
@@ -72,8 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     references, systems = _named(args.reference), _named(args.system)
     first = next(iter({**references, **systems}.values()))
     queries = sorted(q for q in read_run(CrossValidationDirectory(first).run("first_stage")) if q in collection.qrels)
-    scores = {name: _per_query(path, "first_stage" if name == "bm25" else "reranker", collection.qrels, queries)
-              for name, path in {**references, **systems}.items()}
+    scores = {name: _per_query(path, "first_stage" if name == "bm25" else "reranker", collection.qrels, queries,
+                               args.depth) for name, path in {**references, **systems}.items()}
     rows = []
     print(f"| system | nDCG@10 ({len(queries)} queries) | " + " | ".join(f"vs {a}" for a in args.against) + " |")
     print("|---|---:|" + "---|" * len(args.against))
