@@ -224,9 +224,9 @@ class RerankModule(pl.LightningModule):
 
     def on_train_epoch_end(self) -> None:
         if hasattr(self.click_loss, "propensities"):  # dla: what it has learnt of the position bias so far
-            learnt = ", ".join(f"{p:.4f}" for p in self.click_loss.propensities())
+            learnt = self.click_loss.propensities()
             logger.info("epoch %d: propensities learnt by model.click_loss, ranks 1 to %d: %s", self.current_epoch,
-                        len(self.click_loss.propensities()), learnt)
+                        len(learnt), ", ".join(f"{p:.4f}" for p in learnt))
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW with one learning rate for the encoder and one for the head; linear warmup, then linear decay."""

@@ -96,9 +96,9 @@ class TrainingCollator:
             mask[row, :length] = True
             if teacher is not None and item.teacher is not None:
                 teacher[row, :length] = torch.tensor(item.teacher)
-            if clicks is not None and ranks is not None and item.clicks is not None and item.ranks is not None:
+            if clicks is not None and item.clicks is not None:  # a click list carries its ranks too
                 clicks[row, :length] = torch.tensor(item.clicks)
-                ranks[row, :length] = torch.tensor(item.ranks)
+                ranks[row, :length] = torch.tensor(item.ranks)  # type: ignore[index]
         inputs = self.tokenize([item.query for item in items for _ in item.documents],
                                [document for item in items for document in item.documents])
         return TrainingBatch(inputs=inputs, labels=labels, mask=mask, slots=mask.flatten().nonzero().squeeze(1),
