@@ -351,6 +351,30 @@ def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:
     return hash((seed, epoch, batch, rank)) % 2**63
 
 
+def check_click_head(name: object, head: type[RankingLoss], estimators: Mapping[str, str]) -> None:
+    """Fail when a click source's estimator and ``model.click_loss`` disagree: ``clicks.estimator: dla`` gives naive
+    targets for the ``dla`` head to debias (any other head would learn the position bias back), and the ``dla``
+    head reweights naive targets by the propensities it learns (on IPS targets it would correct the bias twice).
+
+    Args:
+        name: ``model.click_loss`` as configured.
+        head: its class (``needs_ranks``: it learns the propensities from the ranks, as ``dla``).
+        estimators: each click source's place in the config (``data.train[1]``) -> its ``clicks.estimator``.
+
+    Raises:
+        ValueError: naming the source and both options.
+    """
+    for where, estimator in estimators.items():
+        if estimator == "dla" and not head.needs_ranks:
+            raise ValueError(f"{where}.clicks.estimator dla leaves the position bias to model.click_loss dla, but "
+                             f"model.click_loss is {name!r}, which would learn it back; set model.click_loss: dla, "
+                             "or the estimator ips")
+        if estimator != "dla" and head.needs_ranks:
+            raise ValueError(f"model.click_loss {name!r} learns the propensities from naive click targets, but "
+                             f"{where}.clicks.estimator is {estimator!r}; set {where}.clicks.estimator: dla, or "
+                             "model.click_loss: click_softmax or click_bce")
+
+
 def check_list_size(list_size: int, name: object, loss: RankingLoss | type[RankingLoss]) -> None:
     """Fail when lists are too short for the loss head to learn anything (every loss would be 0).
 

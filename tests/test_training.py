@@ -229,6 +229,16 @@ def test_a_head_for_graded_labels_is_refused_for_teacher_scores_and_clicks(workd
         fit_fails(workdir, tmp_path, "--model.click_loss", "listnet"))
 
 
+def test_a_click_head_and_estimator_that_disagree_are_refused(workdir: Path, tmp_path: Path) -> None:
+    source = "--data.train=[{{targets: clicks, clicks: {{log: {log}, {estimator}}}}}]"
+    dla = source.format(log=tmp_path / "clicks.jsonl", estimator="estimator: dla")
+    assert ("data.train[0].clicks.estimator dla leaves the position bias to model.click_loss dla, but "
+            "model.click_loss is 'click_softmax'") in fit_fails(workdir, tmp_path, dla)
+    ips = source.format(log=tmp_path / "clicks.jsonl", estimator="eta: 2")
+    assert ("model.click_loss 'dla' learns the propensities from naive click targets, but data.train[0].clicks."
+            "estimator is 'ips'") in fit_fails(workdir, tmp_path, ips, "--model.click_loss", "dla")
+
+
 def test_missing_model_fails_before_training(workdir: Path, tmp_path: Path) -> None:
     message = fit_fails(workdir, tmp_path, "--model.model_name", str(tmp_path / "no-such-model"))
     assert "no-such-model" in message and "not found" in message

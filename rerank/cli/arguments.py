@@ -26,8 +26,9 @@ from ..checkpoint_io import AtomicCheckpointIO
 from ..cross_encoder import size_query_budget
 from ..data.collection import Collection, as_collection_config
 from ..data.datamodule import RerankDataModule
+from ..data.sources import as_source_config
 from ..data.tokenization import AUTO, TokenizationConfig
-from ..lightning_module import RerankModule, check_list_size
+from ..lightning_module import RerankModule, check_click_head, check_list_size
 from ..losses import loss_class
 from ..precision import effective_precision
 from ..pretraining import PretrainConfig
@@ -103,12 +104,21 @@ class RerankCLI(LightningCLI):
         sized from the collection's queries."""
         config = self.config
         check_list_size(config.data.list_size, config.model.loss, loss_class(_plain(config.model.loss)))
+        check_click_head(config.model.click_loss, loss_class(_plain(config.model.click_loss)), self._click_estimators())
         accumulate = config.trainer.accumulate_grad_batches
         if not accumulate >= 1:
             raise ValueError(f"trainer.accumulate_grad_batches must be >= 1; got {accumulate}")
         if self._instantiate:
             config.trainer.precision = effective_precision(config.trainer.precision, config.trainer.accelerator)
             self._size_query_budget()
+
+    def _click_estimators(self) -> dict[str, str]:
+        """Each click source of ``data.train`` and ``pretrain.train`` (``data.train[1]``) -> its estimator."""
+        config = self.config
+        sections = {"data.train": config.data.train, "pretrain.train": (_plain(config.pretrain) or {}).get("train")}
+        sources = {f"{section}[{index}]": as_source_config(_plain(source), f"{section}[{index}]")
+                   for section, listed in sections.items() for index, source in enumerate(listed or [])}
+        return {where: source.clicks.estimator for where, source in sources.items() if source.clicks is not None}
 
     def _size_query_budget(self) -> None:
         """``model.tokenization.max_query_length: auto`` -> a number, for the model and the data alike."""

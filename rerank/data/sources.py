@@ -94,7 +94,7 @@ class SourceConfig:
         if not self.weight > 0:
             raise ValueError(f"weight must be > 0; got {self.weight}")
         if (self.targets == "clicks") != (self.clicks is not None):
-            raise ValueError("targets clicks needs clicks: {log: FILE, estimator: naive or ips, ...}, and clicks "
+            raise ValueError("targets clicks needs clicks: {log: FILE, estimator: naive, ips or dla, ...}, and clicks "
                              f"needs targets clicks (got targets {self.targets})")
         if self.targets == "clicks" and self.queries == "pseudo":
             raise ValueError("targets clicks learns from the log's queries: queries train or all, not pseudo")
