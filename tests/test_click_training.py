@@ -120,7 +120,8 @@ def test_a_click_source_learns_from_the_training_folds_clicks_only(tmp_path: Pat
                     "data": {"collection": CRANFIELD,
                              "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
                              "folds": folds.__dict__, "rerank_depth": 20, "list_size": 4, "batch_size": 2,
-                             "train": [{"targets": "clicks", "clicks": clicks}]},
+                             "train": [{"targets": "clicks", "clicks": clicks},  # beside a teacher (BM25's scores)
+                                       {"targets": "teacher", "teacher": {"run": str(workdir / "bm25.run")}}]},
                     "trainer": {"max_epochs": 1, "limit_train_batches": 3, "limit_val_batches": 2,
                                 "limit_test_batches": 1, "enable_progress_bar": False, "logger": False,
                                 "num_sanity_val_steps": 0}}

@@ -338,8 +338,16 @@ def test_dla_is_ips_with_its_propensities_plus_their_own_inverse_relevance_loss(
     reference = scores.detach().clone().requires_grad_()
     build("click_softmax")(reference, clicks * torch.tensor([ipw], dtype=torch.float64)).backward()
     torch.testing.assert_close(scores.grad, reference.grad)
+    # beside a list of another source in the batch (a teacher's: no clicks, ranks 0), the same loss and gradient
+    mixed = torch.cat([scores.detach(), torch.tensor([[0.4, -2.0, 1.0, 0.0]], dtype=torch.float64)]).requires_grad_()
+    value_mixed = head(mixed, torch.cat([clicks, torch.zeros_like(clicks)]), ranks=torch.cat([ranks, 0 * ranks]))
+    assert value_mixed.item() == pytest.approx(expected, rel=1e-9)
+    value_mixed.backward()
+    torch.testing.assert_close(mixed.grad, torch.cat([reference.grad, torch.zeros_like(reference.grad)]))
     with pytest.raises(ValueError, match="shown at rank 6: the dla head models ranks 1 to 5"):
         head(scores, clicks, ranks=torch.tensor([[2, 3, 4, 6]]))
+    with pytest.raises(ValueError, match="shown at rank 0: the dla head models ranks 1 to 5"):
+        head(scores, clicks, ranks=torch.tensor([[0, 3, 4, 5]]))  # a list from the log needs every rank
     with pytest.raises(ValueError, match="needs the rank each document was shown at"):
         head(scores, clicks)
 

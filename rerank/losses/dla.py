@@ -73,7 +73,9 @@ class DualLearning(RankingLoss):
         scores, labels, mask, weights = prepare(scores, labels, mask, exclude_padded=False, graded=False)
         if bool((labels < 0).any()):
             raise ValueError("click rates must be >= 0")
-        shown = torch.where(mask, ranks, 1)
+        # a batch may hold lists of other sources (a teacher's beside the log's): no ranks (0), no clicks, no loss
+        from_log = (ranks > 0).any(dim=-1, keepdim=True)
+        shown = torch.where(mask & from_log, ranks, 1)
         if bool(((shown < 1) | (shown > self.ranks)).any()):
             raise ValueError(f"a document shown at rank {int(shown[(shown < 1) | (shown > self.ranks)][0])}: the dla "
                              f"head models ranks 1 to {self.ranks} (model.click_loss_args: {{ranks: ...}})")
