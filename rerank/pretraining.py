@@ -40,7 +40,7 @@ from safetensors.torch import load_file, save
 from .atomic import atomic_write
 from .cache import cache_path
 from .data.datamodule import RerankDataModule
-from .data.sources import SourceConfig, as_source_config
+from .data.sources import SourceConfig, as_source_configs
 from .export import export
 from .lightning_module import RerankModule
 from .progress import stage_callbacks
@@ -86,8 +86,8 @@ class PretrainConfig:
             raise ValueError(f"pretrain.rounds must be positive; got {self.rounds}")
         if not 0 < self.student_weight < 1:
             raise ValueError(f"pretrain.student_weight must be in (0, 1); got {self.student_weight}")
-        for i, source in enumerate(self.train):
-            if as_source_config(source, f"pretrain.train[{i}]").uses_judgments:
+        for i, source in enumerate(as_source_configs(self.train, "pretrain.train")):
+            if source.uses_judgments:
                 raise ValueError(f"pretrain.train[{i}]: a stage shared by every fold cannot use data.collection's "
                                  "queries and judgments (they differ between folds): use queries: pseudo, or another "
                                  "collection")
@@ -106,7 +106,7 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         seed: the run's seed, set again after the stage.
     """
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
-    sources = [as_source_config(source, f"pretrain.train[{i}]") for i, source in enumerate(config.train)]
+    sources = as_source_configs(config.train, "pretrain.train")
     ignored = MODEL_OPTIONS_IGNORED + (() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
     model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
     data_settings = {key: data.settings[key] for key in DATA_OPTIONS}

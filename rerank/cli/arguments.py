@@ -26,7 +26,7 @@ from ..checkpoint_io import AtomicCheckpointIO
 from ..cross_encoder import size_query_budget
 from ..data.collection import Collection, as_collection_config
 from ..data.datamodule import RerankDataModule
-from ..data.sources import as_source_config
+from ..data.sources import as_source_configs
 from ..data.tokenization import AUTO, TokenizationConfig
 from ..lightning_module import RerankModule, check_click_head, check_list_size
 from ..losses import loss_class
@@ -116,9 +116,9 @@ class RerankCLI(LightningCLI):
         """Each click source of ``data.train`` and ``pretrain.train`` (``data.train[1]``) -> its estimator."""
         config = self.config
         sections = {"data.train": config.data.train, "pretrain.train": (_plain(config.pretrain) or {}).get("train")}
-        sources = {f"{section}[{index}]": as_source_config(_plain(source), f"{section}[{index}]")
-                   for section, listed in sections.items() for index, source in enumerate(listed or [])}
-        return {where: source.clicks.estimator for where, source in sources.items() if source.clicks is not None}
+        return {f"{section}[{index}]": source.clicks.estimator for section, listed in sections.items()
+                for index, source in enumerate(as_source_configs([_plain(item) for item in listed or []], section))
+                if source.clicks is not None}
 
     def _size_query_budget(self) -> None:
         """``model.tokenization.max_query_length: auto`` -> a number, for the model and the data alike."""

@@ -46,7 +46,7 @@ from .candidates import CandidateLists, read_candidates
 from .collection import Collection, CollectionConfig, as_collection_config
 from .examples import STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler
 from .folds import SPLITS, FoldsConfig, Split, make_split
-from .sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
+from .sources import SourceConfig, SourceContext, TrainingSource, as_source_configs, resolve
 from .tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
 from .trec import Qrels, Run
 
@@ -120,7 +120,7 @@ class RerankDataModule(pl.LightningDataModule):
                              f"({self.first_stage_config.retrieval_depth}): re-rank at most what the first stage "
                              "retrieves")
         self.folds_config = folds or FoldsConfig()
-        self.sources = [as_source_config(source, f"data.train[{i}]") for i, source in enumerate(train or [{}])]
+        self.sources = as_source_configs(train or [{}], "data.train")
         self.model_name, self.directory = model_name, RunDirectory(Path(output_dir))
         self.tokenization = resolve_tokenization(model_name, tokenization).check_resolved()
         self.rerank_depth, self.list_size, self.strategy = rerank_depth, list_size, strategy

@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +112,11 @@ class SourceConfig:
     def uses_judgments(self) -> bool:
         """Whether the source reads data.collection's judgments or real queries (and so depends on the fold)."""
         return self.collection is None and self.queries != "pseudo"
+
+
+def as_source_configs(values: Sequence[SourceConfig | Mapping[str, Any]], section: str) -> list[SourceConfig]:
+    """:func:`as_source_config` of each source listed under ``section`` (``data.train``), named by its place."""
+    return [as_source_config(value, f"{section}[{index}]") for index, value in enumerate(values)]
 
 
 def as_source_config(value: SourceConfig | Mapping[str, Any], where: str) -> SourceConfig:
