@@ -50,10 +50,20 @@ def _owner_is_gone(temporary: Path) -> bool:
 
 def remove_stale(path: Path) -> list[Path]:
     """Remove the temporaries that killed processes of this host left beside ``path``; the paths removed."""
+    return _remove_stale(path.parent, f".{path.name}{_MARK}*")
+
+
+def remove_stale_in(folder: Path) -> list[Path]:
+    """Remove the temporaries that killed processes of this host left in ``folder``, whatever their target (after a
+    child process that wrote there died); the paths removed."""
+    return _remove_stale(folder, f".*{_MARK}*")
+
+
+def _remove_stale(folder: Path, pattern: str) -> list[Path]:
     removed = []
-    if not path.parent.is_dir():
+    if not folder.is_dir():
         return removed
-    for temporary in path.parent.glob(f".{path.name}{_MARK}*"):
+    for temporary in folder.glob(pattern):
         if _owner_is_gone(temporary):
             if temporary.is_dir() and not temporary.is_symlink():
                 shutil.rmtree(temporary, ignore_errors=True)

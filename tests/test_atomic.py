@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rerank.atomic import atomic_directory, atomic_write, remove_stale, temporary_sibling
+from rerank.atomic import atomic_directory, atomic_write, remove_stale, remove_stale_in, temporary_sibling
 
 
 @pytest.mark.parametrize(("umask", "file_mode", "folder_mode"), [(0o022, 0o644, 0o755), (0o002, 0o664, 0o775),
@@ -56,8 +56,12 @@ def test_leftovers_of_dead_writers_are_removed_and_live_ones_kept(tmp_path: Path
     alive.write_text("being written")
     elsewhere = tmp_path / ".last.ckpt.tmp-another-host-1-abcd1234"  # another host's process: not ours to judge
     elsewhere.write_text("?")
+    other = tmp_path / f".lucene-abc.tmp-{socket.gethostname()}-{int(dead.stdout)}-abcd1234"  # another target's
+    other.mkdir()
     assert remove_stale(target) == [gone]
-    assert alive.exists() and elsewhere.exists() and not gone.exists()
+    assert alive.exists() and elsewhere.exists() and not gone.exists() and other.exists()
+    assert remove_stale_in(tmp_path) == [other]  # whatever the target, after a child that wrote there died
+    assert alive.exists() and elsewhere.exists() and not other.exists()
 
 
 def test_a_cache_entry_that_another_builder_published_is_kept(tmp_path: Path) -> None:

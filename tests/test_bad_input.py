@@ -119,6 +119,14 @@ def test_a_doc_id_twice_is_rejected_with_both_lines(files: Files, capsys: pytest
     assert f"{tsv}:3: duplicate doc_id 'a' (also on line 1)" in message
 
 
+@pytest.mark.parametrize(("text", "kind"), [(7, "int"), (["wind", "tunnel"], "list"), ({"body": "wind"}, "dict")])
+def test_a_document_text_that_is_not_a_string_is_named_with_its_line(files: Files, capsys: pytest.CaptureFixture,
+                                                                     text: object, kind: str) -> None:
+    files.write_docs(extra=json.dumps({"doc_id": "d9", "text": text}) + "\n")
+    message = fails(files, files.arguments("bm25"), capsys)
+    assert f"{files.docs}:7: text is a JSON {kind}, expected a string" in message
+
+
 def test_qrels_naming_unknown_documents(files: Files, capsys: pytest.CaptureFixture,
                                         caplog: pytest.LogCaptureFixture) -> None:
     wrong = files.root / "wrong-qrels.txt"

@@ -215,8 +215,9 @@ def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path
 
 def test_a_jvm_out_of_heap_while_indexing_is_one_error_that_names_the_setting(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lucene reports a full heap late and in its own words (a closed IndexWriter, a Java stack trace): the error
-    says what happened and what to set."""
+    """Lucene reports a full heap late and in its own words (a closed IndexWriter, a Java stack trace), or its
+    indexer waits forever on the threads that the error ended (seen once): pyserini's own process exits with the
+    JVM, and the error says what happened and what to set."""
     import numpy as np
 
     from rerank.first_stage import write_first_stage_run
@@ -232,7 +233,24 @@ def test_a_jvm_out_of_heap_while_indexing_is_one_error_that_names_the_setting(
     config = CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
                               cache_dir=str(tmp_path / "arrow"))
     first_stage = FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes"))
-    with pytest.raises(RuntimeError, match=r"indexing .* \(40,000 documents\) ran out of Java heap "
+    with pytest.raises(RuntimeError, match=r"BM25 with pyserini on .* ran out of Java heap "
                                            r"\(RERANK_JAVA_OPTIONS='-Xms16m -Xmx32m'\).*RERANK_JAVA_OPTIONS='-Xmx4g'"):
         write_first_stage_run(config, first_stage, tmp_path / "run.trec")
-    assert not list((tmp_path / "indexes").glob("lucene-*"))  # no half-written index left to be reused
+    assert not list((tmp_path / "indexes").iterdir())  # no index, nor the half-written one the dead JVM left
+    assert not list(tmp_path.glob("*run.trec*"))
+
+
+def test_an_error_in_the_first_stage_process_is_raised_as_it_is(tmp_path: Path) -> None:
+    """pyserini runs in a process of its own; a user's mistake found there reaches the user unchanged (its type and
+    message), with the child's traceback as a note."""
+    from rerank.first_stage import write_first_stage_run
+
+    (tmp_path / "docs.jsonl").write_text('{"doc_id": "d1", "text": "heat flux"}\n{"doc_id": "d2", "text": 7}\n')
+    (tmp_path / "queries.tsv").write_text("1\theat\n")
+    config = CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                              cache_dir=str(tmp_path / "arrow"))
+    with pytest.raises(ValueError, match=r"docs\.jsonl:2: text is a JSON int, expected a string") as raised:
+        write_first_stage_run(config, FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes")),
+                              tmp_path / "run.trec")
+    assert any("in the first-stage process" in note for note in raised.value.__notes__)
+    assert not (tmp_path / "run.trec").exists()

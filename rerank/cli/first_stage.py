@@ -18,9 +18,9 @@ from pathlib import Path
 from rich.console import Console
 
 from ..data.collection import Collection, as_collection_config
-from ..data.trec import write_run
+from ..data.trec import read_run
 from ..evaluation import evaluate
-from ..first_stage import FirstStageConfig, retrieve
+from ..first_stage import FirstStageConfig, write_first_stage_run
 from ..logs import configure_logging
 from ..run_directory import RunDirectory
 from .arguments import RerankCLI
@@ -39,9 +39,9 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     directory = RunDirectory(Path(cli.config.output_dir))
     qrels = collection.qrels  # read (and checked) before the retrieval, which can take long
     started = time.perf_counter()
-    first_stage_run = retrieve(collection, first_stage)
+    write_first_stage_run(collection.config, first_stage, directory.first_stage_run)  # pyserini in a child process
+    first_stage_run = read_run(directory.first_stage_run)
     metrics = evaluate(first_stage_run, qrels, cli.config.model.metrics).mean
-    write_run(first_stage_run, directory.first_stage_run, tag=f"first-stage-{first_stage.backend}")
     directory.write_metrics({"first_stage": metrics})
     Console(stderr=True).print(
         f"{collection.name}: {len(first_stage_run)} queries, {first_stage.backend} (k1={first_stage.k1}, "

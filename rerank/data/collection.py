@@ -544,6 +544,8 @@ def _read_documents(path: str) -> Iterator[dict[str, str | int]]:
                 doc_id, title, text = str(record["doc_id"]), str(record.get("title") or ""), record.get("text")
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
                 raise ValueError(f"{where}: expected a JSON object with doc_id ({error}): {line[:200]!r}") from None
+            if not isinstance(text, str | None):
+                raise ValueError(f"{where}: text is a JSON {type(text).__name__}, expected a string: {line[:200]!r}")
         else:
             row = _tab_separated(line)
             if len(row) not in (2, 3):

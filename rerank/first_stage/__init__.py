@@ -19,11 +19,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing
+import traceback
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from pathlib import Path
 
+from ..atomic import remove_stale_in
 from ..cache import cache_path, cache_root
 from ..data.collection import Collection, CollectionConfig
 from ..data.trec import Run, read_run, top_k, write_run
@@ -105,13 +107,63 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
     """:func:`retrieve`, written as a TREC run to ``path``; pyserini runs in a child process.
 
     pyserini's JVM, with its own signal handlers and threads, crashes a PyTorch process that it shares (segmentation
-    faults seen after training on Cranfield), so it gets a process of its own.
+    faults seen after training on Cranfield), so it gets a process of its own. That process's JVM exits on running
+    out of heap (:func:`.pyserini_backend.exit_on_out_of_heap`), which is reported here as the heap error it is.
+
+    Raises:
+        RuntimeError: the JVM ran out of heap, or the child process died otherwise (its exit status named).
     """
     if config.backend != "pyserini":
         _write_run(collection, config, path, queries)
         return
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pool.submit(_write_run, collection, config, path, queries).result()
+    context = multiprocessing.get_context("spawn")
+    receiver, sender = context.Pipe(duplex=False)
+    child = context.Process(target=_write_run_in_child, args=(sender, collection, config, path, queries),
+                            name="rerank-first-stage")
+    child.start()
+    sender.close()
+    try:
+        try:
+            failure = receiver.recv()
+        except EOFError:  # the child ended without a word: killed, or its JVM exited
+            child.join()
+            for folder in (config.cache_root, path.parent):  # what it left half-written
+                remove_stale_in(folder)
+            from .pyserini_backend import JVM_OUT_OF_HEAP, heap_error
+
+            work = f"BM25 with pyserini on {Collection(collection).name}"
+            if child.exitcode == JVM_OUT_OF_HEAP:
+                raise heap_error(work) from None
+            raise RuntimeError(f"the first-stage process ({work}) ended with exit status {child.exitcode} and no "
+                               "result (killed, e.g. for lack of memory?)") from None
+    finally:
+        receiver.close()
+        if child.is_alive():
+            child.terminate()
+        child.join()
+    if failure is not None:
+        error, trace = failure
+        error.add_note(f"in the first-stage process:\n{trace}")
+        raise error
+
+
+def _write_run_in_child(sender: Connection, collection: CollectionConfig, config: FirstStageConfig, path: Path,
+                        queries: Mapping[str, str] | None) -> None:
+    """The child of :func:`write_first_stage_run`: ``None`` sent back on success, else the error and its trace."""
+    from .pyserini_backend import exit_on_out_of_heap
+
+    exit_on_out_of_heap()
+    try:
+        _write_run(collection, config, path, queries)
+        sender.send(None)
+    except Exception as error:
+        trace = traceback.format_exc()
+        try:
+            sender.send((error, trace))
+        except Exception:  # an exception that does not pickle (a Java one) travels as its message
+            sender.send((RuntimeError(f"{type(error).__name__}: {error}"), trace))
+    finally:
+        sender.close()
 
 
 def cached_run(collection: Collection, config: FirstStageConfig, queries: Mapping[str, str]) -> Path:

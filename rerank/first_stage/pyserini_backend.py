@@ -9,7 +9,10 @@ which fails unless ``OPENAI_API_KEY`` is set (a placeholder is set when it is no
 The JVM's heap is capped at 3 GB (``RERANK_JAVA_OPTIONS`` overrides it): Anserini's indexer buffers up to 2,048 MB
 of postings before it writes a segment (a fixed setting), so a smaller cap runs out on a large collection (MS
 MARCO's 8.8M passages did, after 8 minutes, at 1 GB; docs/scale.md); the heap only grows as far as it is used.
-Running out of heap is reported as such, with the setting to change.
+Running out of heap is reported as such, with the setting to change. In the process of its own that rerank gives
+pyserini (:func:`rerank.first_stage.write_first_stage_run`), the JVM exits on running out of heap
+(:func:`exit_on_out_of_heap`): Lucene's multi-threaded indexer could otherwise wait forever on the threads that the
+error ended (seen once, with a 32 MB heap).
 """
 
 from __future__ import annotations
@@ -38,6 +41,17 @@ MIN_JAVA = 21
 JAVA_OPTIONS = "RERANK_JAVA_OPTIONS"
 DEFAULT_JAVA_OPTIONS = "-Xms256m -Xmx3g"  # see the module docstring
 BATCH = 2048
+JVM_OUT_OF_HEAP = 3
+"""The exit status of a JVM started with ``-XX:+ExitOnOutOfMemoryError`` that ran out of heap."""
+_exit_options: list[str] = []
+
+
+def exit_on_out_of_heap() -> None:
+    """Make this process's JVM (not yet started) exit with :data:`JVM_OUT_OF_HEAP` when it runs out of heap.
+
+    Only for a process that runs pyserini alone: the whole process exits, as Java's own threads may be left waiting.
+    """
+    _exit_options[:] = ["-XX:+ExitOnOutOfMemoryError"]
 
 
 def _java_version(java_home: str) -> int | None:
@@ -96,7 +110,7 @@ def start_jvm() -> None:
     home, version = find_java()
     os.environ["JAVA_HOME"] = home
     jnius_config.set_classpath(_anserini_jar())
-    options = os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS).split()
+    options = os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS).split() + _exit_options
     if version >= 23:  # Lucene's memory access through sun.misc.Unsafe, allowed without the
         options.append("--sun-misc-unsafe-memory-access=allow")  # four-line warning of every start (JEP 471)
     jnius_config.add_options(*options)
@@ -136,6 +150,13 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     return folder
 
 
+def heap_error(work: str) -> RuntimeError:
+    """The error for a JVM that ran out of heap during ``work``: what happened and the setting to change."""
+    options = os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS)
+    return RuntimeError(f"{work} ran out of Java heap ({JAVA_OPTIONS}={options!r}): Anserini's indexer holds up to "
+                        f"2 GB of postings before it writes them; allow more, e.g. {JAVA_OPTIONS}='-Xmx4g'")
+
+
 @contextmanager
 def _heap_explained(collection: Collection) -> Iterator[None]:
     """A JVM out of heap (reported by Lucene at any later call, often as a closed IndexWriter) as one error that
@@ -145,10 +166,7 @@ def _heap_explained(collection: Collection) -> Iterator[None]:
     except Exception as error:
         if "OutOfMemoryError" not in str(error):
             raise
-        options = os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS)
-        raise RuntimeError(f"indexing {collection.name} ({len(collection.documents):,} documents) ran out of Java heap "
-                           f"({JAVA_OPTIONS}={options!r}): Anserini's indexer holds up to 2 GB of postings before it "
-                           f"writes them; allow more, e.g. {JAVA_OPTIONS}='-Xmx4g'") from None
+        raise heap_error(f"indexing {collection.name} ({len(collection.documents):,} documents)") from None
 
 
 def search(collection: Collection, queries: dict[str, str], config: FirstStageConfig) -> Run:
