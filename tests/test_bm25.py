@@ -249,7 +249,7 @@ def test_an_error_in_the_first_stage_process_is_raised_as_it_is(tmp_path: Path) 
     (tmp_path / "queries.tsv").write_text("1\theat\n")
     config = CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
                               cache_dir=str(tmp_path / "arrow"))
-    with pytest.raises(ValueError, match=r"docs\.jsonl:2: text is a JSON int, expected a string") as raised:
+    with pytest.raises(ValueError, match=r"docs\.jsonl:2: text is a JSON number, expected a string") as raised:
         write_first_stage_run(config, FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes")),
                               tmp_path / "run.trec")
     assert any("in the first-stage process" in note for note in raised.value.__notes__)

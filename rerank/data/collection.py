@@ -541,17 +541,28 @@ def _read_documents(path: str) -> Iterator[dict[str, str | int]]:
         if json_lines:
             try:
                 record = json.loads(line)
-                doc_id, title, text = str(record["doc_id"]), str(record.get("title") or ""), record.get("text")
+                doc_id, title, text = record["doc_id"], record.get("title"), record.get("text")
             except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
                 raise ValueError(f"{where}: expected a JSON object with doc_id ({error}): {line[:200]!r}") from None
-            if not isinstance(text, str | None):
-                raise ValueError(f"{where}: text is a JSON {type(text).__name__}, expected a string: {line[:200]!r}")
+            for name, value, kinds in (("doc_id", doc_id, (str, int)), ("title", title, (str, type(None))),
+                                       ("text", text, (str, type(None)))):
+                if not isinstance(value, kinds) or isinstance(value, bool):  # a float id 1.0 would not match "1"
+                    expected = "a string or an integer" if name == "doc_id" else "a string"
+                    raise ValueError(f"{where}: {name} is a JSON {_json_type(value)}, expected {expected}: "
+                                     f"{line[:200]!r}")
+            doc_id, title = str(doc_id), title or ""
         else:
             row = _tab_separated(line)
             if len(row) not in (2, 3):
                 raise ValueError(f"{where}: expected doc_id<TAB>[title<TAB>]text, got {len(row)} columns")
             doc_id, title, text = row[0], row[1] if len(row) == 3 else "", row[-1]
         yield {"doc_id": check_id(doc_id, "doc_id", where), "title": title, "text": _join(title, text), "line": number}
+
+
+def _json_type(value: object) -> str:
+    """The JSON name of a parsed value's type: number, boolean, array, object, null or string."""
+    names = {bool: "boolean", int: "number", float: "number", list: "array", dict: "object", type(None): "null"}
+    return names.get(type(value), "string")
 
 
 def _tab_separated(line: str) -> list[str]:
