@@ -254,3 +254,24 @@ def test_an_error_in_the_first_stage_process_is_raised_as_it_is(tmp_path: Path) 
                               tmp_path / "run.trec")
     assert any("in the first-stage process" in note for note in raised.value.__notes__)
     assert not (tmp_path / "run.trec").exists()
+
+
+def test_an_error_that_does_not_travel_whole_keeps_its_message_and_kind() -> None:
+    """An exception whose ``__init__`` takes other arguments than its message (``MissingDataError``, for licensed
+    documents not in the cache) does not unpickle in the parent, and one holding a Java object does not pickle:
+    each travels as the built-in class it derives from, which the CLI shows as one line."""
+    import pickle
+
+    from rerank.data.collection import MissingDataError
+    from rerank.first_stage import _portable
+
+    missing = MissingDataError("disks45/nocr/trec-robust-2004", "docs", FileNotFoundError("docs.tar"))
+    with pytest.raises(TypeError):
+        pickle.loads(pickle.dumps(missing))
+    assert type(_portable(missing)) is OSError and str(_portable(missing)) == str(missing)
+    holding = ValueError("docs.jsonl:3: bad", lambda: None)  # a lambda does not pickle, as a Java object does not
+    assert type(_portable(holding)) is ValueError and str(_portable(holding)) == str(holding)
+    unknown = LookupError("d1", lambda: None)
+    assert type(_portable(unknown)) is RuntimeError and str(_portable(unknown)).startswith("LookupError: ")
+    plain = ValueError("queries.tsv:2: expected query_id<TAB>text")
+    assert _portable(plain) is plain

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing
+import pickle
 import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -157,13 +158,23 @@ def _write_run_in_child(sender: Connection, collection: CollectionConfig, config
         _write_run(collection, config, path, queries)
         sender.send(None)
     except Exception as error:
-        trace = traceback.format_exc()
-        try:
-            sender.send((error, trace))
-        except Exception:  # an exception that does not pickle (a Java one) travels as its message
-            sender.send((RuntimeError(f"{type(error).__name__}: {error}"), trace))
+        sender.send((_portable(error), traceback.format_exc()))
     finally:
         sender.close()
+
+
+def _portable(error: Exception) -> Exception:
+    """``error`` if it comes back whole through pickle, else its message in the nearest built-in class of the ones
+    that :mod:`rerank.cli.errors` shows as one line (a Java exception does not pickle; one whose ``__init__`` takes
+    other arguments than its message does not unpickle)."""
+    try:
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        for kind in (ValueError, OSError):
+            if isinstance(error, kind):
+                return kind(str(error))
+        return RuntimeError(f"{type(error).__name__}: {error}")
 
 
 def cached_run(collection: Collection, config: FirstStageConfig, queries: Mapping[str, str]) -> Path:
