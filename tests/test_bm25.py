@@ -275,3 +275,21 @@ def test_an_error_that_does_not_travel_whole_keeps_its_message_and_kind() -> Non
     assert type(_portable(unknown)) is RuntimeError and str(_portable(unknown)).startswith("LookupError: ")
     plain = ValueError("queries.tsv:2: expected query_id<TAB>text")
     assert _portable(plain) is plain
+
+
+def test_a_jvm_that_cannot_start_is_one_error_naming_the_options(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JVM prints why it cannot start and exits its process: the error names the exit status and the options."""
+    from rerank.first_stage import write_first_stage_run
+
+    monkeypatch.setenv("RERANK_JAVA_OPTIONS", "-Xmx1k")
+    (tmp_path / "docs.jsonl").write_text('{"doc_id": "d1", "text": "heat flux"}\n')
+    (tmp_path / "queries.tsv").write_text("1\theat\n")
+    config = CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                              cache_dir=str(tmp_path / "arrow"))
+    with pytest.raises(RuntimeError, match=r"first-stage process \(BM25 with pyserini on " + tmp_path.name +
+                       r"\) ended with exit status 1 and no result: see its messages above \(a JVM that cannot start "
+                       r"with RERANK_JAVA_OPTIONS='-Xmx1k' exits so\)"):
+        write_first_stage_run(config, FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes")),
+                              tmp_path / "run.trec")
+    assert not (tmp_path / "run.trec").exists()

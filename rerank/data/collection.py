@@ -146,7 +146,7 @@ class Collection:
 
     @property
     def name(self) -> str:
-        return self.config.ir_datasets or Path(self.config.docs or self.config.queries or "local").parent.name
+        return self.config.ir_datasets or Path(self.config.docs or self.config.queries or "local").resolve().parent.name
 
     @cached_property
     def documents(self) -> Documents:

@@ -130,13 +130,17 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
             child.join()
             for folder in (config.cache_root, path.parent):  # what it left half-written
                 remove_stale_in(folder)
-            from .pyserini_backend import JVM_OUT_OF_HEAP, heap_error
+            from .pyserini_backend import JVM_OUT_OF_HEAP, heap_error, java_options
 
             work = f"BM25 with pyserini on {Collection(collection).name}"
             if child.exitcode == JVM_OUT_OF_HEAP:
                 raise heap_error(work) from None
+            why = (f"killed by signal {-child.exitcode}" + (" (SIGKILL: often the system's out-of-memory killer)"
+                                                           if child.exitcode == -9 else "")
+                   if child.exitcode < 0 else
+                   f"see its messages above (a JVM that cannot start with {java_options()} exits so)")
             raise RuntimeError(f"the first-stage process ({work}) ended with exit status {child.exitcode} and no "
-                               "result (killed, e.g. for lack of memory?)") from None
+                               f"result: {why}") from None
     finally:
         receiver.close()
         if child.is_alive():

@@ -150,11 +150,15 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     return folder
 
 
+def java_options() -> str:
+    """The JVM options in force, as the user sets them: ``RERANK_JAVA_OPTIONS='...'``."""
+    return f"{JAVA_OPTIONS}={os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS)!r}"
+
+
 def heap_error(work: str) -> RuntimeError:
     """The error for a JVM that ran out of heap during ``work``: what happened and the setting to change."""
-    options = os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS)
-    return RuntimeError(f"{work} ran out of Java heap ({JAVA_OPTIONS}={options!r}): Anserini's indexer holds up to "
-                        f"2 GB of postings before it writes them; allow more, e.g. {JAVA_OPTIONS}='-Xmx4g'")
+    return RuntimeError(f"{work} ran out of Java heap ({java_options()}): Anserini's indexer holds up to 2 GB of "
+                        f"postings before it writes them; allow more, e.g. {JAVA_OPTIONS}='-Xmx4g'")
 
 
 @contextmanager
