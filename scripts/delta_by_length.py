@@ -51,15 +51,10 @@ def main(argv: list[str] | None = None) -> None:
     def tokens(text: str) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
-    lengths: dict[str, int] = {}
-    median, query_tokens = [], []
-    for q in queries:
-        top = [doc for doc, _ in ranked(first_stage[q])[: args.depth]]
-        for doc in top:
-            if doc not in lengths:
-                lengths[doc] = tokens(collection.documents.text(doc))
-        median.append(statistics.median(lengths[doc] for doc in top))
-        query_tokens.append(tokens(collection.queries[q]))
+    tops = {q: [doc for doc, _ in ranked(first_stage[q])[: args.depth]] for q in queries}
+    lengths = {doc: tokens(collection.documents.text(doc)) for doc in {doc for top in tops.values() for doc in top}}
+    median = [statistics.median(lengths[doc] for doc in tops[q]) for q in queries]
+    query_tokens = [tokens(collection.queries[q]) for q in queries]
     median_array = np.array(median)
     rho = stats.spearmanr(delta, median_array)
     print(f"{len(queries)} queries; mean difference B - A {delta.mean():+.4f}; candidates' tokens: median "
@@ -74,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     for row in args.rows:
         length, budget = (int(part) for part in row.split(":"))
         whole = [lengths[doc] <= length - 3 - min(query_tokens[i], budget)
-                 for i, q in enumerate(queries) for doc, _ in ranked(first_stage[q])[: args.depth]]
+                 for i, q in enumerate(queries) for doc in tops[q]]
         print(f"rows of {length} tokens, queries cut at {budget}: {statistics.fmean(whole):.1%} of the candidates "
               "read whole")
 

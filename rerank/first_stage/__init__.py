@@ -124,23 +124,10 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
     child.start()
     sender.close()
     try:
-        try:
-            failure = receiver.recv()
-        except EOFError:  # the child ended without a word: killed, or its JVM exited
-            child.join()
-            for folder in (config.cache_root, path.parent):  # what it left half-written
-                remove_stale_in(folder)
-            from .pyserini_backend import JVM_OUT_OF_HEAP, heap_error, java_options
-
-            work = f"BM25 with pyserini on {Collection(collection).name}"
-            if child.exitcode == JVM_OUT_OF_HEAP:
-                raise heap_error(work) from None
-            why = (f"killed by signal {-child.exitcode}" + (" (SIGKILL: often the system's out-of-memory killer)"
-                                                           if child.exitcode == -9 else "")
-                   if child.exitcode < 0 else
-                   f"see its messages above (a JVM that cannot start with {java_options()} exits so)")
-            raise RuntimeError(f"the first-stage process ({work}) ended with exit status {child.exitcode} and no "
-                               f"result: {why}") from None
+        failure = receiver.recv()
+    except EOFError:  # the child ended without a word: killed, or its JVM exited
+        child.join()
+        raise _ended(child.exitcode, collection, config, path) from None
     finally:
         receiver.close()
         if child.is_alive():
@@ -150,6 +137,24 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
         error, trace = failure
         error.add_note(f"in the first-stage process:\n{trace}")
         raise error
+
+
+def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig, path: Path) -> RuntimeError:
+    """The error for pyserini's process that ended with ``exitcode`` and no result, once what it left half-written
+    (an index, a run) is removed."""
+    for folder in (config.cache_root, path.parent):
+        remove_stale_in(folder)
+    from .pyserini_backend import JVM_OUT_OF_HEAP, heap_error, java_options
+
+    work = f"BM25 with pyserini on {Collection(collection).name}"
+    if exitcode == JVM_OUT_OF_HEAP:
+        return heap_error(work)
+    if exitcode < 0:
+        why = f"killed by signal {-exitcode}" + (" (SIGKILL: often the system's out-of-memory killer)"
+                                                 if exitcode == -9 else "")
+    else:
+        why = f"see its messages above (a JVM that cannot start with {java_options()} exits so)"
+    return RuntimeError(f"the first-stage process ({work}) ended with exit status {exitcode} and no result: {why}")
 
 
 def _write_run_in_child(sender: Connection, collection: CollectionConfig, config: FirstStageConfig, path: Path,
