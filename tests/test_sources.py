@@ -440,6 +440,13 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
                    for source in ablation["data"]["train"] + ((ablation["pretrain"] or {}).get("train") or []))
 
 
+def test_the_click_configs_keep_the_recipe_they_were_measured_with(capsys: pytest.CaptureFixture) -> None:
+    one_epoch = merged_config("cranfield", "ablation/one-epoch", capsys=capsys)
+    for name in sorted((Path(__file__).parents[1] / "configs" / "clicks").glob("*.yaml")):
+        clicks = merged_config("cranfield", f"clicks/{name.stem}", capsys=capsys)
+        assert (clicks["pretrain"], clicks["trainer"]) == (one_epoch["pretrain"], one_epoch["trainer"]), name
+
+
 def test_msmarco_without_its_data_says_where_it_goes() -> None:
     collection = Collection(CollectionConfig(ir_datasets="msmarco-passage/train"))
     with pytest.raises(FileNotFoundError, match=r"msmarco-passage/train.*IR_DATASETS_HOME.*msmarco-passage/"):
