@@ -22,29 +22,29 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .cross_encoder import CrossEncoderModel
     from .data.collection import CollectionConfig
-    from .data.datamodule import RerankDataModule
     from .data.folds import FoldsConfig
-    from .data.tokenization import TokenizationConfig
     from .evaluation import evaluate
-    from .first_stage import FirstStageConfig
-    from .lightning_module import RerankModule
+    from .first_stage.config import FirstStageConfig
     from .losses import LOSSES, RankingLoss, build
+    from .model.cross_encoder import CrossEncoderModel
+    from .model.tokenization import TokenizationConfig
     from .reranker import Reranker
     from .run_directory import RunDirectory
+    from .training.datamodule import RerankDataModule
+    from .training.lightning_module import RerankModule
 
 __version__ = "0.2.0"
 
 _WHERE = {
-    "CrossEncoderModel": ".cross_encoder",
+    "CrossEncoderModel": ".model.cross_encoder",
     "CollectionConfig": ".data.collection",
-    "RerankDataModule": ".data.datamodule",
+    "RerankDataModule": ".training.datamodule",
     "FoldsConfig": ".data.folds",
-    "TokenizationConfig": ".data.tokenization",
+    "TokenizationConfig": ".model.tokenization",
     "evaluate": ".evaluation",
-    "FirstStageConfig": ".first_stage",
-    "RerankModule": ".lightning_module",
+    "FirstStageConfig": ".first_stage.config",
+    "RerankModule": ".training.lightning_module",
     "LOSSES": ".losses",
     "RankingLoss": ".losses",
     "build": ".losses",

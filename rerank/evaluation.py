@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pytrec_eval
@@ -76,6 +76,13 @@ class Evaluation:
     mean: dict[str, float]
     missing: list[str] = field(default_factory=list)
     """Judged queries absent from the run; each counts as 0 in :attr:`mean`."""
+
+
+def paired_p(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """The two-sided p-value of a paired t-test over queries (1 when the two are equal on every query)."""
+    from scipy import stats
+
+    return float(stats.ttest_rel(ours, theirs).pvalue) if list(ours) != list(theirs) else 1.0
 
 
 def evaluate(run: Run, qrels: Qrels, measures: Iterable[str] = DEFAULT_MEASURES) -> Evaluation:

@@ -21,9 +21,10 @@ from typing import Any
 import torch
 import yaml
 
-from . import speedups
 from .atomic import atomic_directory
-from .cross_encoder import CrossEncoderModel
+from .deployment import NAMES, PARTS, Deployment
+from .model import speedups
+from .model.cross_encoder import CrossEncoderModel
 from .run_directory import RunDirectory, measures_of
 
 logger = logging.getLogger(__name__)
@@ -39,13 +40,15 @@ SAMPLE_PAIRS = [
 
 
 def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | None = None,
-           onnx: bool = False) -> Path:
-    """Write ``model`` to the folder ``out`` (replacing it), atomically; returns ``out``."""
+           onnx: bool = False, deployment: Deployment | None = None) -> Path:
+    """Write ``model`` to the folder ``out`` (replacing it), atomically, with the ranker it deploys (default: the
+    pure cross-encoder) in ``config.json`` and described in the card; returns ``out``."""
     out = Path(out)
+    deployment = deployment or Deployment()
     with atomic_directory(out) as staging:
         model.model.config.sentence_transformers = {"activation_fn": IDENTITY}
-        model.save_pretrained(str(staging))
-        (staging / "README.md").write_text(model_card(card or {}), encoding="utf-8")
+        model.save_pretrained(str(staging), deployment=deployment.as_dict())
+        (staging / "README.md").write_text(model_card(card or {}, deployment), encoding="utf-8")
         if onnx:
             export_onnx(model, staging / "model.onnx")
     return out
@@ -78,8 +81,10 @@ def export_onnx(model: CrossEncoderModel, path: Path) -> float:
     return difference
 
 
-def model_card(card: dict[str, Any]) -> str:
-    """The folder's README.md: base model, loss head, training data and fold, test metrics, command."""
+def model_card(card: dict[str, Any], deployment: Deployment | None = None) -> str:
+    """The folder's README.md: base model, loss head, training data and fold, the deployed ranker, test metrics,
+    command, and how to use it (rerank, transformers, sentence-transformers)."""
+    deployment = deployment or Deployment()
     hparams, data = card.get("model", {}), card.get("data", {})
     lines = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking",
              "tags: [cross-encoder, rerank]",
@@ -97,17 +102,50 @@ def model_card(card: dict[str, Any]) -> str:
                   f"- Folds: `{yaml.safe_dump(data.get('folds'), default_flow_style=True).strip()}`"]
     if card.get("pretrain"):
         lines.append(f"- Pre-trained first on: `{yaml.safe_dump(card['pretrain'], default_flow_style=True).strip()}`")
+    lines += ["", "## The deployed ranker", "", *deployment_lines(deployment)]
     if card.get("metrics"):
         lines += ["", "## Test metrics", "", "| system | " + " | ".join(next(iter(card["metrics"].values()))) + " |",
                   "|---|" + "---|" * len(next(iter(card["metrics"].values())))]
-        lines += [f"| {system} | " + " | ".join(f"{value:.4f}" for value in values.values()) + " |"
+        lines += [f"| {system}{' (deployed)' if system == deployment.ranker else ''} | "
+                  + " | ".join(f"{value:.4f}" for value in values.values()) + " |"
                   for system, values in card["metrics"].items()]
     if card.get("command"):
         lines += ["", "## Trained with", "", "```bash", card["command"], "```"]
-    lines += ["", "## Use", "", "```python", "from sentence_transformers import CrossEncoder",
+    scores = ", first_stage_scores=[12.1, 9.8]" if deployment.needs_first_stage else ""
+    lines += ["", "## Use", "", "```python", "from rerank import Reranker",
+              "reranker = Reranker.from_pretrained(\"path/to/this/folder\")  # the deployed ranker",
+              f"reranker.rerank(\"a query\", [\"a document\", \"another\"]{scores})  # [(index, score), ...]",
+              "```", "", "The cross-encoder alone (the pure re-ranker), with sentence-transformers or transformers:",
+              "", "```python", "from sentence_transformers import CrossEncoder",
               "model = CrossEncoder(\"path/to/this/folder\")",
               "scores = model.predict([(\"a query\", \"a document\")])", "```", ""]
     return "\n".join(lines)
+
+
+def deployment_lines(deployment: Deployment) -> list[str]:
+    """The model card's account of the deployed ranker: what it mixes, why it was chosen, what it needs."""
+    lines = [f"`{deployment.ranker}`: the {NAMES[deployment.ranker]}"
+             + ("" if deployment.ranker == "reranker" else f", {deployment.weights_text()}")
+             + (f", chosen on the validation queries by {deployment.measure} (the highest; ties to the simpler)."
+                if deployment.validation else ".")]
+    if deployment.validation:
+        lines += ["", "| validation | " + deployment.measure + " |", "|---|---:|"]
+        lines += [f"| {NAMES.get(name, name)} | {value:.4f} |" for name, value in deployment.validation.items()]
+    if deployment.ranker != "reranker":
+        parts = ", ".join(NAMES[part] for part in PARTS[deployment.ranker])
+        lines += ["", f"It mixes the {parts}, each standardised over a query's candidates (z-scores), so it re-ranks a "
+                  "query's candidate list given their first-stage scores."]
+    if deployment.teacher is not None:
+        teacher = deployment.teacher
+        mix = (f", mixed with the first stage (weight {teacher.first_stage_weight:g})"
+               if teacher.first_stage_weight else "")
+        lines.append(f"The teacher is the bi-encoder `{teacher.bi_encoder}` (rows of {teacher.max_length} tokens, "
+                     f"cosine of normalised embeddings){mix}; rerank loads it from the Hugging Face cache or that "
+                     "folder.")
+    lines += ["", "`transformers` and `sentence-transformers` load this folder as the pure cross-encoder"
+              + (" (not the deployed ranker)." if deployment.ranker != "reranker" else ".")]
+    lines += [f"- {line}" for line in deployment.warnings()]
+    return lines
 
 
 def card_from_run(checkpoint: Path, hparams: dict[str, Any]) -> dict[str, Any]:

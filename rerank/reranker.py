@@ -1,151 +1,125 @@
-"""Re-ranking with a trained (or any one-label) cross-encoder, from Python.
+"""Re-ranking from Python with the ranker a fit deploys: :class:`Reranker`.
 
     >>> reranker = Reranker.from_pretrained("runs/cranfield/model")  # doctest: +SKIP
-    >>> reranker.score("wind tunnel", ["doc one", "doc two"])  # doctest: +SKIP
-    [1.73, -0.42]
-    >>> reranker.rerank("wind tunnel", ["doc one", "doc two"], top_k=1)  # doctest: +SKIP
-    [(0, 1.73)]
+    >>> reranker.ranker  # doctest: +SKIP
+    'fused'
+    >>> reranker.rerank("wind tunnel", ["doc one", "doc two"], first_stage_scores=[12.3, 8.1])  # doctest: +SKIP
+    [(0, 1.03), (1, -1.03)]
+    >>> pure = Reranker.from_pretrained("runs/cranfield/model", ranker="reranker")  # doctest: +SKIP
+    >>> pure.rerank("wind tunnel", ["doc one", "doc two"])  # doctest: +SKIP
+    [(0, 1.73), (1, -0.42)]
 
-A folder exported by rerank carries the tokenization it was trained and evaluated with (``max_length``,
-``max_query_length``, passages), and the reranker uses it unless told otherwise; any other model gets the
-defaults of :class:`~rerank.data.tokenization.TokenizationConfig` (``max_length`` capped by the tokenizer's).
-Pairs are tokenized once, sorted by token length and cut into batches, so that a batch pads its rows to a
-length close to their own (and long documents do not make every batch long); scores come back in input order.
-For runs too large for one process, ``rerank predict`` scores them across devices (:mod:`rerank.cli.predict`).
+A folder exported by ``rerank fit`` records the ranker chosen on validation (:mod:`rerank.deployment`): the pure
+cross-encoder, ``interpolated`` with the first stage, or ``fused`` with the zero-shot teacher and the first stage.
+:meth:`Reranker.score`, :meth:`~Reranker.rerank` and :meth:`~Reranker.rerank_many` re-rank with it, as ``rerank
+predict`` does: the fusions standardise each part's scores over a query's candidates, so they score a query's
+candidate list, and need the candidates' first-stage scores (``first_stage_scores``; called without them, they
+fail, saying what to pass). ``ranker="reranker"`` gives the pure cross-encoder's scores, and
+:meth:`~rerank.model.scorer.PairScorer.score_pairs` scores lone pairs with it whatever the deployment. Any other
+one-label cross-encoder (or a folder exported before deployments) re-ranks as the pure model.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import nullcontext
-from itertools import islice
+from collections.abc import Mapping, Sequence
 
-import torch
-from tqdm.auto import tqdm
-
-from . import speedups
-from .cross_encoder import CrossEncoderModel, max_over_passages, saved_tokenization
-from .data.collection import Documents
-from .data.tokenization import PairTokenizer
 from .data.trec import Run
+from .deployment import Deployment, check_teacher, saved_deployment
+from .model.cross_encoder import CrossEncoderModel
+from .model.scorer import CandidateTexts, PairScorer
+from .teacher import blend, cosines_of_texts, load_bi_encoder
 
-logger = logging.getLogger(__name__)
+__all__ = ["CandidateTexts", "Reranker"]
 
-PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16, "bf16-true": torch.bfloat16,
-              "16-true": torch.float16}
-"""``bf16`` and ``16``: autocast over float32 weights; ``bf16-true`` and ``16-true``: the weights themselves cast
-(faster on a GPU, and what sentence-transformers does with ``model_kwargs={"dtype": ...}``)."""
+RANKER_CHOICES = ("deployed", "reranker")
 
 
-class Reranker:
-    """Scores (query, document) pairs with a cross-encoder.
+class Reranker(PairScorer):
+    """Re-ranks a query's candidates with the deployed ranker (the pure cross-encoder by default).
 
     Args:
-        model: the cross-encoder (its ``tokenization`` applies unless overridden).
-        batch_size: rows per forward pass.
-        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when available).
-        precision: ``32``, ``bf16`` or ``16`` (autocast), ``bf16-true`` or ``16-true`` (weights cast).
-        chunk_size: pairs tokenized and length-sorted together.
-        **tokenization: overrides of the model's :class:`~rerank.data.tokenization.TokenizationConfig`
-            (``max_length``, ``max_query_length``, ``passages``, ``stride``, ``max_passages``); a value that
-            differs from what an exported model was trained with is logged.
+        model: the cross-encoder.
+        deployment: the ranker to re-rank with and what it needs (default: the pure cross-encoder).
+        **options: those of :class:`~rerank.model.scorer.PairScorer` (``batch_size``, ``device``, ``precision``,
+            tokenization overrides).
     """
 
-    def __init__(self, model: CrossEncoderModel, batch_size: int = 32, device: str | None = None, precision: str = "32",
-                 chunk_size: int = 4096, **tokenization: object) -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive; got {batch_size}")
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-        self.model = model.to(self.device).eval()
-        if precision.endswith("-true"):
-            self.model.to(PRECISIONS[precision])
-        speedups.enable(model.model, cheap_dropout=False)  # the [CLS]-only last layer: exact, a sixth faster
-        self.batch_size, self.chunk_size = batch_size, chunk_size
-        self.dtype = None if precision.endswith("-true") else PRECISIONS[precision]  # autocast dtype
-        changed = {key: value for key, value in tokenization.items() if getattr(model.tokenization, key) != value}
-        if changed and saved_tokenization(model.model.config) is not None:
-            logger.warning("re-ranking with %s; this model was trained and evaluated with %s", changed,
-                           {key: getattr(model.tokenization, key) for key in changed})
-        self.tokenize = PairTokenizer(model.tokenizer, dataclasses.replace(model.tokenization, **tokenization))
+    def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, **options: object) -> None:
+        super().__init__(model, **options)
+        self.deployment = deployment or Deployment()
+        teacher = self.deployment.teacher
+        self.bi_encoder = (load_bi_encoder(teacher.bi_encoder, teacher.max_length, str(self.device))
+                           if self.deployment.needs_teacher else None)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, **options: object) -> Reranker:
-        """A reranker from an exported folder, a sequence-classification cross-encoder or an encoder."""
-        return cls(CrossEncoderModel.from_pretrained(name_or_path), **options)
+    def from_pretrained(cls, name_or_path: str, ranker: str = "deployed", **options: object) -> Reranker:
+        """A reranker from an exported folder (its deployed ranker, or with ``ranker="reranker"`` the pure
+        cross-encoder), a sequence-classification cross-encoder or an encoder.
 
-    @torch.inference_mode()
-    def score_pairs(self, queries: Iterable[str], documents: Iterable[str],
-                    progress: tqdm | None = None) -> list[float]:
-        """The score of each (query, document) pair, in input order. The pairs are drawn ``chunk_size`` at a time,
-        so lazily produced texts are only held one chunk at a time; ``progress`` advances by each chunk's pairs."""
-        pairs = zip(queries, documents)
-        scores: list[float] = []
-        while chunk := list(islice(pairs, self.chunk_size)):
-            chunk_queries, chunk_documents = zip(*chunk)
-            scores += self._score_chunk(list(chunk_queries), list(chunk_documents))
-            if progress is not None:
-                progress.update(len(chunk))
-        return scores
+        Raises:
+            OSError: the deployed ranker's teacher cannot be loaded, naming the folder and the teacher.
+        """
+        if ranker not in RANKER_CHOICES:
+            raise ValueError(f"ranker must be one of {', '.join(RANKER_CHOICES)}; got {ranker!r}")
+        model = CrossEncoderModel.from_pretrained(name_or_path)
+        deployment = saved_deployment(model.model.config, name_or_path) if ranker == "deployed" else Deployment()
+        if deployment.needs_teacher:
+            check_teacher(deployment.teacher, name_or_path)
+        return cls(model, deployment, **options)
 
-    def _score_chunk(self, queries: list[str], documents: list[str]) -> list[float]:
-        rows, pair_of_row = self.tokenize.encode(queries, documents)
-        order = sorted(range(len(pair_of_row)), key=lambda row: len(rows["input_ids"][row]))
-        autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None else nullcontext())
-        batch_scores = []
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start: start + self.batch_size]
-            inputs = self.tokenize.pad({key: [values[row] for row in batch] for key, values in rows.items()})
-            if self.device.type == "cuda":
-                inputs = inputs.pin_memory()  # the copies below then leave the host free (rerank.data.pinning)
-            with autocast:
-                scores = self.model(*(None if tensor is None else tensor.to(self.device, non_blocking=True)
-                                      for tensor in (inputs.input_ids, inputs.attention_mask, inputs.token_type_ids)))
-            batch_scores.append(scores.float())
-        row_scores = torch.empty(len(pair_of_row))
-        if batch_scores:  # one device-to-host copy a chunk: the CPU pads the next batch while the device computes
-            row_scores[torch.tensor(order)] = torch.cat(batch_scores).cpu()
-        return max_over_passages(row_scores, torch.tensor(pair_of_row), len(documents)).tolist()
+    @property
+    def ranker(self) -> str:
+        """``reranker``, ``interpolated`` or ``fused``: what :meth:`score` and :meth:`rerank` give."""
+        return self.deployment.ranker
 
-    def score(self, query: str, documents: Sequence[str]) -> list[float]:
-        """Scores of ``documents`` for ``query``."""
-        return self.score_pairs([query] * len(documents), documents)
+    def score(self, query: str, documents: Sequence[str],
+              first_stage_scores: Sequence[float] | None = None) -> list[float]:
+        """The deployed ranker's score of each of ``documents`` (a query's candidates) for ``query``.
 
-    def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None) -> list[tuple[int, float]]:
-        """``(index into documents, score)``, best first (ties: the earlier document first)."""
-        scores = self.score(query, documents)
+        Args:
+            first_stage_scores: each document's first-stage score (BM25's, say), in the order of ``documents``;
+                needed when the deployed ranker mixes them.
+        """
+        first_stage = None if first_stage_scores is None else {"q": dict(enumerate(first_stage_scores))}
+        run = self.rerank_many({"q": query}, {"q": dict(enumerate(documents))}, first_stage)
+        return [run["q"][index] for index in range(len(documents))] if documents else []
+
+    def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None,
+               first_stage_scores: Sequence[float] | None = None) -> list[tuple[int, float]]:
+        """``(index into documents, score)`` by the deployed ranker, best first (ties: the earlier document first)."""
+        scores = self.score(query, documents, first_stage_scores)
         return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))[:top_k]
 
     def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Mapping[str, str]],
-                    progress: str | None = None) -> Run:
-        """A run ``{query id: {doc id: score}}`` for ``candidates`` (``{query id: {doc id: text}}``), in batches
-        that mix queries. Texts are read ``chunk_size`` pairs at a time, so ``candidates`` may look them up lazily
-        (:class:`CandidateTexts`) and only one chunk's texts are held in memory. ``progress``: a progress bar's
-        description (None: no bar)."""
-        keys = [(qid, doc) for qid, docs in candidates.items() for doc in docs]
-        with tqdm(total=len(keys), desc=progress, unit="pair", disable=progress is None) as bar:
-            scores = self.score_pairs((queries[qid] for qid, _ in keys), (candidates[qid][doc] for qid, doc in keys),
-                                      bar)
-        run: Run = {}
-        for (qid, doc), score in zip(keys, scores):
-            run.setdefault(qid, {})[doc] = score
-        return run
+                    first_stage: Mapping[str, Mapping[str, float]] | None = None, progress: str | None = None) -> Run:
+        """The deployed ranker's run ``{query id: {doc id: score}}`` for ``candidates`` (``{query id: {doc id:
+        text}}``), with the candidates' ``first_stage`` scores (``{query id: {doc id: score}}``) where it mixes
+        them. The cross-encoder's pairs are batched across queries (:meth:`PairScorer.rerank_many`).
 
+        Raises:
+            ValueError: the deployed ranker mixes the first stage and ``first_stage`` lacks a candidate's score.
+        """
+        deployment = self.deployment
+        if deployment.needs_first_stage:
+            first_stage = self._first_stage(candidates, first_stage)
+        pure = super().rerank_many(queries, candidates, progress)
+        teacher = None
+        if deployment.needs_teacher:
+            teacher = cosines_of_texts(self.bi_encoder, queries, candidates)
+            teacher = blend(teacher, first_stage, deployment.teacher.first_stage_weight)
+        return deployment.combine(pure, first_stage, teacher)
 
-class CandidateTexts(Mapping[str, str]):
-    """One query's candidates, ``{doc id: text}``, with each text read from the collection when it is scored."""
-
-    def __init__(self, doc_ids: Iterable[str], documents: Documents) -> None:
-        self.doc_ids, self.documents = list(doc_ids), documents
-
-    def __getitem__(self, doc_id: str) -> str:
-        return self.documents.text(doc_id)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.doc_ids)
-
-    def __len__(self) -> int:
-        return len(self.doc_ids)
+    def _first_stage(self, candidates: Mapping[str, Mapping[str, str]],
+                     first_stage: Mapping[str, Mapping[str, float]] | None) -> Run:
+        """The first-stage scores of every candidate, or a ValueError that says what to pass."""
+        advice = (f"this model deploys {self.deployment.describe()}, which mixes the candidates' first-stage scores: "
+                  "pass first_stage_scores (one per document, e.g. BM25's; rerank_many: first_stage), or load it "
+                  "with Reranker.from_pretrained(folder, ranker='reranker') for the pure cross-encoder")
+        if first_stage is None:
+            raise ValueError(advice)
+        missing = [(qid, doc) for qid, docs in candidates.items() for doc in docs
+                   if doc not in first_stage.get(qid, {})]
+        if missing:
+            raise ValueError(f"no first-stage score for {len(missing)} candidate(s), e.g. query {missing[0][0]!r} "
+                             f"document {missing[0][1]!r} (first_stage_scores must give one per document); {advice}")
+        return {qid: {doc: float(first_stage[qid][doc]) for doc in docs} for qid, docs in candidates.items()}

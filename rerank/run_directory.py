@@ -7,18 +7,23 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
     DIR/checkpoints/best.ckpt     best on model.selection_metric;  last.ckpt: for resuming
     DIR/runs/validation.run       the latest validation run;  test.run, test.interpolated.run, test.fused.run,
-                                  test.teacher.run (the teacher's scores of the test candidates, beside fused)
-    DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "interpolated": {"w": ..., ...},
-                                   "fused": {"w_reranker": ..., "w_teacher": ..., "w_first_stage": ..., ...}}
-    DIR/model/                    the best checkpoint, exported (transformers, sentence-transformers, ONNX)
+                                  test.teacher.run (the teacher's scores of the test candidates),
+                                  test.teacher_bi_encoder.run (its bi-encoder alone, when the teacher mixes it)
+    DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "teacher": {...},
+                                   "teacher_bi_encoder": {...}, "interpolated": {"w": ..., ...},
+                                   "fused": {"w_reranker": ..., "w_teacher": ..., "w_first_stage": ..., ...},
+                                   "deployment": {"ranker": ..., "weights": ..., ...}}
+    DIR/model/                    the best checkpoint, exported with its deployed ranker (rerank.deployment)
 
 A **cross-validation directory** (``rerank cv --output_dir DIR``)::
 
     DIR/fold<k>/                  a run directory per test fold
     DIR/test.run                  the folds' test runs, concatenated;  first_stage.run, test.interpolated.run,
-                                  test.fused.run
+                                  test.fused.run, test.teacher.run, test.teacher_bi_encoder.run, and
+                                  test.deployed.run (each fold's deployed ranker)
     DIR/cv_metrics.json           {"folds": [...], "all_queries": {system: {...}}, "over_folds": {...},
-                                   "per_fold": {system: [{...} per fold]}}
+                                   "per_fold": {system: [{...} per fold]}, "deployed": {"per_fold": [...],
+                                   "tests": {...}}}
 
 ``metrics.json`` also carries the first stage under its former key ``bm25`` (to be removed in the next release);
 readers accept files with either key, and ``bm25.run`` in cross-validation directories written before it.
@@ -41,8 +46,12 @@ from .atomic import atomic_write
 
 FUSIONS = ("interpolated", "fused")
 """The systems that mix the re-ranker's scores with others' (:mod:`rerank.interpolation`), with their weights."""
-SYSTEMS = ("reranker", "first_stage", *FUSIONS)
-"""The systems a fit reports: the re-ranker, the first-stage run it re-ranks, and the fusions."""
+TEACHERS = ("teacher", "teacher_bi_encoder")
+"""The zero-shot teacher a fit learns from, and its bi-encoder alone when the teacher mixes it with the first stage."""
+SYSTEMS = ("reranker", "first_stage", *TEACHERS, *FUSIONS)
+"""The systems a fit reports: the re-ranker, the first-stage run it re-ranks, the teachers, and the fusions."""
+DEPLOYMENT = "deployment"
+"""The key of ``metrics.json`` that holds the deployed ranker (:meth:`rerank.deployment.Deployment.as_dict`)."""
 LEGACY_FIRST_STAGE = "bm25"
 """The former name of ``first_stage`` in ``metrics.json`` and of ``first_stage.run``, still written and read."""
 
@@ -124,11 +133,13 @@ class RunDirectory:
         a checkpoint or a run exists leaves no directory it created."""
         return claimed(self.root, command, keep=lambda: self.checkpoints.exists() or self.runs.exists())
 
-    def write_metrics(self, metrics: Metrics) -> None:
-        """``metrics.json``, with the first stage also under its legacy key."""
-        document = dict(metrics)
+    def write_metrics(self, metrics: Metrics, deployment: dict[str, Any] | None = None) -> None:
+        """``metrics.json``, with the first stage also under its legacy key, and the deployed ranker."""
+        document: dict[str, Any] = dict(metrics)
         if "first_stage" in document:
             document[LEGACY_FIRST_STAGE] = document["first_stage"]
+        if deployment is not None:
+            document[DEPLOYMENT] = deployment
         write_json(document, self.metrics)
 
     def read_metrics(self) -> Metrics:
@@ -137,7 +148,12 @@ class RunDirectory:
         if "first_stage" not in document and LEGACY_FIRST_STAGE in document:
             document["first_stage"] = document[LEGACY_FIRST_STAGE]
         document.pop(LEGACY_FIRST_STAGE, None)
+        document.pop(DEPLOYMENT, None)
         return document
+
+    def read_deployment(self) -> dict[str, Any] | None:
+        """The deployed ranker that ``metrics.json`` names (None in one written before deployments)."""
+        return read_json(self.metrics).get(DEPLOYMENT)
 
 
 LOCK = ".rerank.lock"
@@ -227,7 +243,7 @@ class CrossValidationDirectory:
         return RunDirectory(self.root / f"fold{k}")
 
     def run(self, system: str) -> Path:
-        """The concatenated test run of ``system`` (see :data:`SYSTEMS`)."""
+        """The concatenated test run of ``system`` (see :data:`SYSTEMS`, and ``deployed``)."""
         if system == "first_stage" and not (self.root / "first_stage.run").exists():
             legacy = self.root / f"{LEGACY_FIRST_STAGE}.run"
             if legacy.exists():

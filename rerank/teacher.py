@@ -20,12 +20,14 @@ kept.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors import safe_open
@@ -36,7 +38,10 @@ from .cache import cache_path, file_digest
 from .data.collection import Documents
 from .data.trec import Run, read_run, write_run
 from .interpolation import interpolate, standardise
-from .reranker import PRECISIONS, CandidateTexts, Reranker
+from .model.scorer import PRECISIONS, CandidateTexts, PairScorer
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +86,30 @@ class TeacherConfig:
                              f"{self.student_precision!r}")
 
 
+@dataclass(frozen=True)
+class TeacherRuns:
+    """A teacher's scores of one split's candidates, for fusion and for reports.
+
+    Attributes:
+        config: the teacher.
+        scores: its scores as configured (mixed with the first stage when ``first_stage_weight`` > 0).
+        bi_encoder: its bi-encoder's scores alone, when ``scores`` mixes them with anything (else None).
+    """
+
+    config: TeacherConfig
+    scores: Run
+    bi_encoder: Run | None = None
+
+    @classmethod
+    def of(cls, config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]], queries: Mapping[str, str],
+           documents: Documents) -> TeacherRuns:
+        """The teacher's runs over ``candidates`` (:func:`teacher_scores`), its bi-encoder's alone beside them."""
+        scores = teacher_scores(config, candidates, queries, documents)
+        mixed = config.bi_encoder is not None and (config.first_stage_weight > 0 or config.student is not None)
+        alone = dataclasses.replace(config, first_stage_weight=0.0, student=None)
+        return cls(config, scores, teacher_scores(alone, candidates, queries, documents) if mixed else None)
+
+
 def teacher_scores(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
                    queries: Mapping[str, str], documents: Documents) -> Run:
     """The teacher's score of every candidate of ``candidates`` (``{query id: {doc id: first-stage score}}``).
@@ -112,7 +141,7 @@ def blend(teacher: Run, other: Mapping[str, Mapping[str, float]], weight: float)
 
 def _bi_encoder_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
                     queries: Mapping[str, str], documents: Documents) -> Run:
-    key = (config.bi_encoder, config.max_length, documents.source(), documents.fingerprint(),
+    key = (model_key(config.bi_encoder), config.max_length, documents.source(), documents.fingerprint(),
            sorted((qid, queries[qid], sorted(docs)) for qid, docs in candidates.items()))
     path = cache_path("teacher", *key, suffix=".trec")
     if path.is_file():
@@ -135,7 +164,7 @@ def _student_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str, fl
            sorted((qid, queries[qid], sorted(docs)) for qid, docs in candidates.items()))
     path = cache_path("teacher", "student", *key, suffix=".trec")
     if not path.is_file():
-        reranker = Reranker.from_pretrained(str(student), precision=config.student_precision)
+        reranker = PairScorer.from_pretrained(str(student), precision=config.student_precision)
         texts = {qid: CandidateTexts(docs, documents) for qid, docs in candidates.items()}
         scores = reranker.rerank_many(queries, texts, progress=f"student {student.name} scores the candidates")
         write_run(scores, path, tag=f"student-{student.name}")
@@ -175,6 +204,23 @@ def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[s
     return cosines(*bi_encoder_embeddings(run, queries, documents, model_name, max_length, batch_size, device), run)
 
 
+def cosines_of_texts(model: SentenceTransformer, queries: Mapping[str, str],
+                     candidates: Mapping[str, Mapping[str, str]], batch_size: int = 64) -> Run:
+    """The bi-encoder ``model``'s cosine of each query with each of its candidates' texts (``{query id: {doc id:
+    text}}``), rounded to the 6 decimals of a teacher run read from the cache (:func:`teacher_scores`), as the
+    deployed ranker's teacher scores new queries (:class:`rerank.reranker.Reranker`)."""
+    texts = sorted({text for docs in candidates.values() for text in docs.values()})
+    query_ids = list(candidates)
+
+    def encode(items: list[str]) -> torch.Tensor:
+        return model.encode(items, batch_size=batch_size, normalize_embeddings=True, convert_to_tensor=True).cpu()
+
+    by_text = dict(zip(texts, encode(texts))) if texts else {}
+    by_query = dict(zip(query_ids, encode([queries[qid] for qid in query_ids]))) if query_ids else {}
+    return {qid: {doc: round(float(by_query[qid] @ by_text[text]), 6) for doc, text in docs.items()}
+            for qid, docs in candidates.items()}
+
+
 def cosines(by_query: Mapping[str, torch.Tensor], by_doc: Mapping[str, torch.Tensor],
             run: Mapping[str, Mapping[str, float]]) -> Run:
     """``q . d`` for each (query, candidate) pair of ``run``: the cosine, for normalised embeddings."""
@@ -192,23 +238,48 @@ def bi_encoder_embeddings(run: Mapping[str, Mapping[str, float]], queries: Mappi
     Raises:
         OSError: the model is neither a local folder nor in the Hugging Face cache, with where to look.
     """
-    from sentence_transformers import SentenceTransformer
-
-    try:
-        model = SentenceTransformer(model_name, device=device or "cpu")
-    except OSError as error:
-        raise OSError(f"bi-encoder {model_name!r} not found: give a local folder, or a hub id present in the Hugging "
-                      f"Face cache (HF_HOME; HF_HUB_OFFLINE=1 when offline). Cause: {error}") from None
-    model.max_seq_length = max_length
+    model = load_bi_encoder(model_name, max_length, device)
 
     def encode(texts: list[str]) -> torch.Tensor:
         return model.encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_tensor=True,
                             show_progress_bar=len(texts) > batch_size).cpu()
 
     by_doc = _document_embeddings(sorted({doc for docs in run.values() for doc in docs}), documents, encode,
-                                  (model_name, max_length))
+                                  (model_key(model_name), max_length))
     query_ids = sorted(run)
     return dict(zip(query_ids, encode([queries[qid] for qid in query_ids]))), by_doc
+
+
+def load_bi_encoder(name: str, max_length: int, device: str | None = None) -> SentenceTransformer:
+    """The sentence-transformers bi-encoder ``name`` (a folder, or a hub id in the Hugging Face cache), reading rows of
+    ``max_length`` tokens.
+
+    Raises:
+        OSError: it is neither a local folder nor in the Hugging Face cache, with where to look (a name that is a
+            path is not looked up on the hub).
+    """
+    from sentence_transformers import SentenceTransformer
+
+    if looks_like_a_path(name) and not Path(name).is_dir():
+        raise FileNotFoundError(f"bi-encoder {name}: no such folder")
+    try:
+        model = SentenceTransformer(name, device=device or "cpu")
+    except OSError as error:
+        raise OSError(f"bi-encoder {name!r} not found: give a local folder, or a hub id present in the Hugging "
+                      f"Face cache (HF_HOME; HF_HUB_OFFLINE=1 when offline). Cause: {error}") from None
+    model.max_seq_length = max_length
+    return model
+
+
+def looks_like_a_path(name: str) -> bool:
+    """Whether a model name is a path (absolute, relative with a dot, or an existing folder) rather than a hub id."""
+    return Path(name).is_absolute() or name.startswith(("./", "../", "~")) or Path(name).is_dir()
+
+
+def model_key(name: str) -> str:
+    """A model's name in cache keys: a folder by its absolute path (the same wherever it was named from), a hub id
+    as it is."""
+    return str(Path(name).resolve()) if Path(name).is_dir() else name
 
 
 def _document_embeddings(doc_ids: list[str], documents: Documents, encode: Callable[[list[str]], torch.Tensor],

@@ -68,8 +68,8 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Bert
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rerank.cross_encoder import enable_activation_checkpointing  # noqa: E402
 from rerank.losses import build  # noqa: E402
+from rerank.model.cross_encoder import enable_activation_checkpointing  # noqa: E402
 
 PARTS = ("train", "overhead", "inference", "losses", "convergence", "memory")
 PEAK_BF16_TFLOPS = {"H200": 989.4, "H100 PCIe": 756.5, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0,
@@ -231,8 +231,8 @@ def _training_throughput(run: Settings, size: Size, precision: str, compiled: bo
 def _module_and_batches(folder: Path, run: Settings, size: Size) -> tuple[Any, list]:
     """A RerankModule of a random model saved in ``folder`` and pre-tokenized training batches of it."""
     from rerank import RerankModule, TokenizationConfig
-    from rerank.data.batches import TrainingBatch
-    from rerank.data.tokenization import PairInputs
+    from rerank.model.tokenization import PairInputs
+    from rerank.training.batches import TrainingBatch
 
     tokenization = TokenizationConfig(max_length=run.tokens, max_query_length=8)
     module = RerankModule(model_name=str(_saved(folder, size)), loss="listnet", tokenization=tokenization,
@@ -348,7 +348,7 @@ def _padding_efficiency(reranker: Any, queries: list[str], documents: list[str],
     from types import SimpleNamespace
 
     from rerank.data.candidates import CandidateLists
-    from rerank.data.examples import EvaluationBatches
+    from rerank.training.examples import EvaluationBatches
 
     texts = {str(i): document for i, document in enumerate(documents)}
     lists = CandidateLists.from_run({str(i): {str(i): 0.0} for i in range(len(queries))},

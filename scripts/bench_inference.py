@@ -23,10 +23,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from rerank.cross_encoder import CrossEncoderModel
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.export import export
 from rerank.first_stage import FirstStageConfig, retrieve
+from rerank.model.cross_encoder import CrossEncoderModel
 from rerank.reranker import Reranker
 
 CRANFIELD = CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2: 3, 3: 2, 4: 1})

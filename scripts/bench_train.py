@@ -27,7 +27,7 @@ What the default recipe's stage length was sized with (docs/recipe.md).
 ``precision``: (a)'s pairs per second in ``32-true`` and ``bf16-mixed``, each in a fresh process, on this processor
 and on the instruction sets of processors without bfloat16 arithmetic, emulated by capping oneDNN, ATen and MKL
 (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``): AVX-512 without BF16/AMX
-(Skylake to Ice Lake Xeons) and AVX2 (AMD EPYC before Zen 4). What :mod:`rerank.precision` decides from.
+(Skylake to Ice Lake Xeons) and AVX2 (AMD EPYC before Zen 4). What :mod:`rerank.training.precision` decides from.
 
     python scripts/bench_train.py --steps 12 --output docs/bench_train.json
     python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/bench_memory.json
@@ -57,18 +57,18 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from rerank import speedups
-from rerank.cross_encoder import CrossEncoderModel, length_chunks
-from rerank.data.batches import TrainingBatch
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig
-from rerank.data.tokenization import TokenizationConfig
 from rerank.data.trec import write_run
 from rerank.first_stage import FirstStageConfig
 from rerank.first_stage.bm25s_backend import search
-from rerank.lightning_module import RerankModule
 from rerank.losses import build
+from rerank.model import speedups
+from rerank.model.cross_encoder import CrossEncoderModel, length_chunks
+from rerank.model.tokenization import TokenizationConfig
+from rerank.training.batches import TrainingBatch
+from rerank.training.datamodule import RerankDataModule
+from rerank.training.lightning_module import RerankModule
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 SHARED = Path(__file__).resolve().parents[2] / "shared"

@@ -1,6 +1,6 @@
 """Export a cached judgment-free stage as a model folder, to score the stage alone with ``rerank predict``.
 
-A stage's weights are cached as ``$RERANK_CACHE/pretrained/KEY.safetensors`` (:mod:`rerank.pretraining`); the
+A stage's weights are cached as ``$RERANK_CACHE/pretrained/KEY.safetensors`` (:mod:`rerank.training.pretraining`); the
 log of the run that trained or loaded it names the file ("pre-training stage, round 1 of 1: ..."). Since the stage
 reads no judgments, its student can be scored on every query of the collection (docs/ablations.md, "the stage
 alone")::
@@ -19,9 +19,9 @@ import dataclasses
 
 from safetensors.torch import load_file
 
-from rerank.cross_encoder import CrossEncoderModel
-from rerank.data.tokenization import TokenizationConfig
 from rerank.export import export
+from rerank.model.cross_encoder import CrossEncoderModel
+from rerank.model.tokenization import TokenizationConfig
 
 
 def main() -> None:

@@ -16,12 +16,12 @@ import lightning.pytorch as pl
 from helpers import CRANFIELD
 
 from rerank.data.collection import CollectionConfig
-from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig
-from rerank.data.tokenization import TokenizationConfig
 from rerank.data.trec import read_run
 from rerank.first_stage import FirstStageConfig
-from rerank.lightning_module import RerankModule
+from rerank.model.tokenization import TokenizationConfig
+from rerank.training.datamodule import RerankDataModule
+from rerank.training.lightning_module import RerankModule
 
 
 def main(workdir: Path, output: Path, devices: int) -> None:

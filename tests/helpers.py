@@ -98,3 +98,18 @@ def cranfield_workdir(folder: Path, dropout: float = 0.1) -> Path:
                    FirstStageConfig(backend="bm25s", retrieval_depth=20, index_dir=str(folder / "idx")))
     write_run(run, folder / "bm25.run")
     return folder
+
+
+def tiny_bi_encoder(folder: Path) -> Path:
+    """A sentence-transformers bi-encoder (mean pooling, normalised) around a tiny random BERT."""
+    from sentence_transformers import SentenceTransformer
+    try:
+        from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+    except ImportError:  # sentence-transformers before 6
+        from sentence_transformers.models import Normalize, Pooling, Transformer
+
+    bert = tiny_bert(folder / "bert", real_vocabulary=True)
+    transformer = Transformer(str(bert), max_seq_length=64)
+    model = SentenceTransformer(modules=[transformer, Pooling(32, "mean"), Normalize()])
+    model.save(str(folder / "st"))
+    return folder / "st"

@@ -18,6 +18,8 @@ from helpers import REPO, WORDS, tiny_bert
 
 from rerank import cli
 from rerank.data.trec import write_run
+from rerank.deployment import Deployment
+from rerank.teacher import TeacherConfig
 
 BOM = "\ufeff"
 DOCS = {f"d{i}": " ".join(WORDS[i: i + 4] * 3) for i in range(6)}
@@ -164,6 +166,37 @@ def test_a_teacher_run_missing_queries_is_named(files: Files, capsys: pytest.Cap
     message = fails(files, files.arguments("fit", "--data.train", source), capsys)
     assert f"teacher.run {files.root / 'teacher.run'}:" in message
     assert "queries of the candidates are not in it" in message
+
+
+def deployed_export(files: Files, deployment: Deployment) -> Path:
+    """The tiny model exported with ``deployment`` as the ranker it deploys (what rerank fit writes)."""
+    from rerank.export import export
+    from rerank.model.cross_encoder import CrossEncoderModel
+    from rerank.model.tokenization import TokenizationConfig
+
+    model = CrossEncoderModel.from_pretrained(str(files.model), tokenization=TokenizationConfig(32, 8))
+    return export(model, files.root / "exported", deployment=deployment)
+
+
+def test_an_export_whose_teacher_cannot_be_found_fails_before_scoring(files: Files,
+                                                                      capsys: pytest.CaptureFixture) -> None:
+    gone = files.root / "moved" / "bi-encoder"
+    teacher = TeacherConfig(bi_encoder=str(gone), first_stage_weight=0.4)
+    model = deployed_export(files, Deployment("fused", {"reranker": 0.5, "teacher": 0.5, "first_stage": 0.0},
+                                              teacher=teacher))
+    message = fails(files, files.arguments("predict", "--model.model_name", str(model), "--data.rerank_depth", "5"),
+                    capsys)
+    assert f"{model}: the deployed ranker's teacher, the bi-encoder '{gone}', cannot be loaded" in message
+
+
+def test_a_run_without_scores_is_named_when_the_deployed_ranker_mixes_them(files: Files,
+                                                                          capsys: pytest.CaptureFixture) -> None:
+    model = deployed_export(files, Deployment("interpolated", {"reranker": 0.7, "first_stage": 0.3}))
+    write_run({"1": {"d0": 3.0, "d1": 2.0}, "2": {"d2": 0.0, "d3": 0.0, "d4": 0.0}}, files.root / "ranks.run")
+    arguments = files.arguments("predict", "--model.model_name", str(model), "--data.rerank_depth", "5")
+    message = fails(files, [*arguments, "--run", str(files.root / "ranks.run")], capsys)
+    assert f"{files.root / 'ranks.run'}:3: all 3 candidates of query 2 score 0, so the run carries no scores" in message
+    assert "--ranker reranker" in message
 
 
 def test_byte_order_marks_are_accepted_everywhere(files: Files, tmp_path: Path) -> None:

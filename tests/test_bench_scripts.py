@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import MINILM_VOCAB, REPO, load_script, tiny_bert
+from helpers import MINILM_VOCAB, REPO, load_script, tiny_bert, tiny_bi_encoder
 
 
 @pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home (MiniLM's vocabulary)")
@@ -69,3 +69,17 @@ def test_the_loader_bench_times_training_and_evaluation_loaders_per_worker_count
         assert row["tokens_per_row"] <= 512
     assert rows["train", 0]["pairs"] == 3 * 4  # robust04.yaml: one list of 4 documents a batch
     assert rows["validation", 1]["pairs"] == 3 * 16
+
+
+@pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home (MiniLM's vocabulary)")
+def test_the_deployed_ranker_bench_times_the_pure_and_the_fused_ranker(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    report = load_script("bench_deployed").main([
+        "--model", str(tiny_bert(tmp_path / "bert", real_vocabulary=True)), "--bi_encoder",
+        str(tiny_bi_encoder(tmp_path / "bi")), "--queries", "3", "--depth", "5", "--max_length", "32", "--repeats",
+        "1", "--output", str(tmp_path / "deployed.json")])
+    assert json.loads((tmp_path / "deployed.json").read_text()) == json.loads(json.dumps(report))
+    assert report["pairs"] == 15 and len(report["results"]) == 3
+    assert all(result["pairs_per_second"] > 0 for result in report["results"].values())
+    assert set(report["bi_encoder_share"]) == {"documents embedded", "document embeddings cached"}

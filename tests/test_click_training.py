@@ -18,10 +18,10 @@ from rerank.clicks.simulator import ClickSimulationConfig, simulate
 from rerank.clicks.targets import ClickTargetConfig, click_targets
 from rerank.data.candidates import read_candidates
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.data.examples import TrainingLists
 from rerank.data.folds import FoldsConfig, make_split
-from rerank.data.sources import SourceContext, as_source_config, resolve
 from rerank.first_stage import FirstStageConfig
+from rerank.training.examples import TrainingLists
+from rerank.training.sources import SourceContext, as_source_config, resolve
 
 LOG = [
     Impression("1", ("a", "b", "c"), (2,)),

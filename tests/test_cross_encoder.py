@@ -10,9 +10,9 @@ from conftest import SHARED
 from helpers import tiny_bert
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
-from rerank.cross_encoder import CrossEncoderModel
-from rerank.data.batches import EvaluationBatch, TrainingBatch
-from rerank.data.tokenization import PairInputs, PairTokenizer, TokenizationConfig, head
+from rerank.model.cross_encoder import CrossEncoderModel
+from rerank.model.tokenization import PairInputs, PairTokenizer, TokenizationConfig, head
+from rerank.training.batches import EvaluationBatch, TrainingBatch
 
 
 def score_pairs(model: CrossEncoderModel, queries: list[str], documents: list[str]) -> torch.Tensor:
@@ -166,7 +166,7 @@ def test_encoder_dropout_zero_makes_training_forwards_deterministic(tmp_path: Pa
 
 
 def test_frozen_embeddings_keep_their_weights_while_the_rest_trains(tmp_path: Path) -> None:
-    from rerank.lightning_module import RerankModule
+    from rerank.training.lightning_module import RerankModule
 
     module = RerankModule(model_name=str(tiny_bert(tmp_path / "bert")), loss="listnet", freeze_embeddings=True,
                           tokenization=TokenizationConfig(max_length=16, max_query_length=4))

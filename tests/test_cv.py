@@ -64,6 +64,33 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
     assert all(len(docs) == 10 for docs in read_run(folder / "first_stage.run").values())
 
 
+def test_cv_reports_each_folds_deployed_ranker_with_paired_t_tests(cv_dir: tuple[Path, Path]) -> None:
+    folder, _ = cv_dir
+    report = json.loads((folder / "cv_metrics.json").read_text())
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    folds = [json.loads((folder / f"fold{k}" / "metrics.json").read_text())["deployment"] for k in (1, 2)]
+    assert report["deployed"]["per_fold"] == [fold["ranker"] for fold in folds]
+    for fold in folds:  # the teacher is a fixed run here: fused cannot score new queries, so it is not deployed
+        assert fold["ranker"] in ("reranker", "interpolated") and "fixed TREC run" in fold["excluded"]["fused"]
+    expected = {}
+    for k, fold in zip((1, 2), folds):
+        expected |= read_run(folder / f"fold{k}" / "runs" / ("test.run" if fold["ranker"] == "reranker"
+                                                               else f"test.{fold['ranker']}.run"))
+    deployed = read_run(folder / "test.deployed.run")
+    assert deployed == expected  # every query scored by its own fold's deployed ranker
+    judged = {q: qrels[q] for q in deployed}
+    assert report["all_queries"]["deployed"]["MAP"] == pytest.approx(evaluate(deployed, judged, ["MAP"]).mean["MAP"])
+    ours = evaluate(deployed, judged, ["nDCG@10"]).per_query
+    for baseline, name in (("first_stage", "first_stage.run"), ("teacher", "test.teacher.run")):
+        theirs = evaluate(read_run(folder / name), judged, ["nDCG@10"]).per_query
+        differences = [ours[q]["nDCG@10"] - theirs[q]["nDCG@10"] for q in sorted(judged)]
+        test = report["deployed"]["tests"][baseline]
+        assert test["queries"] == len(judged)
+        assert test["difference"] == pytest.approx(statistics.fmean(differences))
+        t = statistics.fmean(differences) / (statistics.stdev(differences) / math.sqrt(len(differences)))
+        assert test["p"] == pytest.approx(2 * stats.t.sf(abs(t), df=len(differences) - 1), rel=1e-6)
+
+
 def z_scores(scores: dict[str, float], docs: list[str]) -> np.ndarray:
     values = np.array([scores[doc] for doc in docs])
     return (values - values.mean()) / values.std() if values.std() > 0 else np.zeros(len(docs))
@@ -153,8 +180,8 @@ def test_cv_rotates_the_folds_that_fit_sees(cv_dir: tuple[Path, Path], tmp_path:
     launched: list[list[str]] = []
     monkeypatch.setattr(cv.subprocess, "run", lambda command: launched.append(command) or
                         type("Done", (), {"returncode": 0})())
-    monkeypatch.setattr(cv, "summarise", lambda folder, folds, qrels: {"folds": folds})
-    monkeypatch.setattr(cv, "print_report", lambda report: None)
+    monkeypatch.setattr(cv, "summarise", lambda folder, folds, qrels, measure: {"folds": folds})
+    monkeypatch.setattr(cv, "cv_summary", lambda report, measure, root: [])
     report = cv.main(["--config", str(config), "--output_dir", str(tmp_path), "--data.folds.count", "10"])
     assert report["folds"] == list(range(1, 11))
     for fold, command in enumerate(launched, start=1):

@@ -27,8 +27,8 @@ from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
 from rerank.export import export
-from rerank.lightning_module import RerankModule
 from rerank.reranker import CandidateTexts, Reranker
+from rerank.training.lightning_module import RerankModule
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 QUERIES = ["what similarity laws must be obeyed when constructing aeroelastic models",
@@ -240,7 +240,8 @@ def test_predict_on_two_processes_writes_the_one_process_run(trained: tuple[Rera
                                   capture_output=True, text=True, timeout=600)
             assert done.returncode == 0, done.stderr[-3000:]
         runs[devices] = (output / "runs" / "reranked.run").read_text().splitlines()
-        assert sorted(path.name for path in (output / "runs").iterdir()) == ["reranked.run"]  # no shards left
+        assert sorted(path.name for path in (output / "runs").iterdir()) == ["reranked.reranker.run",
+                                                                             "reranked.run"]  # no shards left
     one, two = ([line.split() for line in lines] for lines in (runs[1], runs[2]))
     assert len(one) == len(two) == 225 * 8
     assert [row[:4] for row in one] == [row[:4] for row in two]  # the same pairs, in the same order

@@ -183,7 +183,7 @@ def test_cv_killed_while_publishing_its_report_reruns_without_retraining(tmp_pat
     folder = CrossValidationDirectory(tmp_path / "reference")
     folder.fold(1).root.parent.mkdir(exist_ok=True)  # the same fold, summarised afresh in this process
     os.symlink(tmp_path / "cv" / "fold1", folder.fold(1).root)
-    assert written == summarise(folder, [1], Collection(CollectionConfig(**CRANFIELD)).qrels)
+    assert written == summarise(folder, [1], Collection(CollectionConfig(**CRANFIELD)).qrels, "nDCG@20")
     assert not leftovers(tmp_path / "cv") and not any((tmp_path / "system-tmp").iterdir())
 
 

@@ -1,4 +1,5 @@
-"""bfloat16 autocast where the CPU computes in bfloat16, float32 where it would only emulate it (rerank.precision)."""
+"""bfloat16 autocast where the CPU computes in bfloat16, float32 where it would only emulate it
+(rerank.training.precision)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ import pytest
 from helpers import MINILM_VOCAB, cranfield_workdir
 from test_training import fit_config
 
-from rerank import precision
 from rerank.cli.arguments import RerankCLI
+from rerank.training import precision
 
 
 def cpuinfo_flags() -> set[str] | None:
@@ -36,7 +37,7 @@ def test_bf16_instructions_are_read_as_the_kernel_reports_them() -> None:
 def test_half_precision_on_a_cpu_without_bf16_trains_in_float32(
         configured: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: False)
-    with caplog.at_level(logging.WARNING, logger="rerank.precision"):
+    with caplog.at_level(logging.WARNING, logger="rerank.training.precision"):
         assert precision.effective_precision(configured, "cpu") == "32-true"
     assert f"trainer.precision {configured}" in caplog.text and "32-true instead" in caplog.text
 
@@ -52,7 +53,7 @@ def test_other_settings_keep_the_configured_precision(
         configured: str, accelerator: str, has_bf16: bool, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: has_bf16)
-    with caplog.at_level(logging.WARNING, logger="rerank.precision"):
+    with caplog.at_level(logging.WARNING, logger="rerank.training.precision"):
         assert precision.effective_precision(configured, accelerator) == configured
     assert not caplog.text
 

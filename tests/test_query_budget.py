@@ -11,9 +11,9 @@ import pytest
 from helpers import WORDS, tiny_bert
 
 from rerank.cli.arguments import RerankCLI
-from rerank.cross_encoder import CrossEncoderModel, load_tokenizer, size_query_budget
-from rerank.data.datamodule import RerankDataModule
-from rerank.data.tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
+from rerank.model.cross_encoder import CrossEncoderModel, load_tokenizer, size_query_budget
+from rerank.model.tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
+from rerank.training.datamodule import RerankDataModule
 
 QUERIES = {"1": "wind tunnel", "2": " ".join(WORDS), "3": " ".join(WORDS[:6])}  # 2, 10 and 6 tokens
 

@@ -11,19 +11,19 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert, tiny_bi_encoder
 from safetensors.torch import load_file
 
 from rerank.cli import fit
 from rerank.data.candidates import CandidateLists, read_candidates
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.data.examples import TrainingLists, TrainingSampler, proportions
 from rerank.data.pseudo_queries import PseudoQueryConfig, pseudo_queries
-from rerank.data.sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
 from rerank.data.trec import read_run, write_run
 from rerank.first_stage import FirstStageConfig
-from rerank.pretraining import PretrainConfig
 from rerank.teacher import TeacherConfig, teacher_scores
+from rerank.training.examples import TrainingLists, TrainingSampler, proportions
+from rerank.training.pretraining import PretrainConfig
+from rerank.training.sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 
@@ -31,17 +31,6 @@ pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cranfield_workdir(tmp_path_factory.mktemp("sources"))
-
-
-def tiny_bi_encoder(folder: Path) -> Path:
-    """A sentence-transformers bi-encoder (mean pooling, normalised) around a tiny random BERT."""
-    from sentence_transformers import SentenceTransformer, models
-
-    bert = tiny_bert(folder / "bert", real_vocabulary=True)
-    transformer = models.Transformer(str(bert), max_seq_length=64)
-    model = SentenceTransformer(modules=[transformer, models.Pooling(32, "mean"), models.Normalize()])
-    model.save(str(folder / "st"))
-    return folder / "st"
 
 
 def test_teacher_scores_from_a_run_are_its_scores(tmp_path: Path) -> None:
@@ -95,7 +84,7 @@ def test_a_teacher_with_a_student_mixes_in_the_students_z_scores(tmp_path: Path,
         expected = t.mean() + t.std() * (mixed - mixed.mean()) / mixed.std()
         assert [scores[qid][doc] for doc in docs] == pytest.approx(expected.tolist(), abs=1e-5)
     assert scores != teacher
-    monkeypatch.setattr("rerank.teacher.Reranker", None)  # a second call reads the student's scores from the cache
+    monkeypatch.setattr("rerank.teacher.PairScorer", None)  # a second call reads the student's scores from the cache
     assert teacher_scores(config, teacher, collection.queries, collection.documents) == scores
     with pytest.raises(FileNotFoundError, match=r"teacher.student .*nowhere: no model.safetensors there"):
         teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run"), student=str(tmp_path / "nowhere")), teacher,
@@ -325,8 +314,9 @@ def test_born_again_rounds_continue_from_the_cached_first_round_and_teach_with_i
     assert len(weights) == 2 and student.with_suffix(".safetensors") in weights  # the student is round 1
     tagged = Counter(line.split()[-1] for run in (tmp_path / "cache" / "teacher").glob("*.trec")
                      for line in run.read_text().splitlines()[:1])
-    # the student scored the pseudo-queries' candidates (round 2) and the training folds' (their teacher)
-    assert tagged[f"student-{student.name}"] == 2
+    # the student scored the pseudo-queries' candidates (round 2), the training folds' (their teacher), and the
+    # validation and test queries' (the teacher's figures beside the re-ranker's)
+    assert tagged[f"student-{student.name}"] == 4
     # scripts/export_stage.py exports a cached stage as the folder the pre-training wrote for its student
     monkeypatch.setattr("sys.argv", ["export_stage.py", str(student.with_suffix(".safetensors")),
                                      str(tmp_path / "exported"), "--model", str(workdir / "bert"),

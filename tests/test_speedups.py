@@ -1,4 +1,4 @@
-"""rerank.speedups: cheap CPU dropout masks (against the Bernoulli distribution and PyTorch's attention), the
+"""rerank.model.speedups: cheap CPU dropout masks (against the Bernoulli distribution and PyTorch's attention), the
 [CLS]-only last layer, and the switch that applies, checks and undoes them."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import torch
 from helpers import tiny_bert
 from transformers import AutoModelForSequenceClassification
 
-from rerank import speedups
-from rerank.cross_encoder import CrossEncoderModel
-from rerank.lightning_module import dropout_seed
-from rerank.speedups import FastDropout, dropout_mask, fast_dropout
-from rerank.speedups import attention_function as attention
+from rerank.model import speedups
+from rerank.model.cross_encoder import CrossEncoderModel
+from rerank.model.speedups import FastDropout, dropout_mask, fast_dropout
+from rerank.model.speedups import attention_function as attention
+from rerank.training.lightning_module import dropout_seed
 
 REPO = Path(__file__).resolve().parents[1]
 needs_supported_transformers = pytest.mark.skipif(
@@ -91,7 +91,7 @@ def _inputs(model: CrossEncoderModel) -> dict[str, torch.Tensor]:
 
 
 def test_nothing_is_registered_at_import() -> None:
-    code = ("import rerank, rerank.speedups, rerank.lightning_module, rerank.cli.fit\n"
+    code = ("import rerank, rerank.model.speedups, rerank.training.lightning_module, rerank.cli.fit\n"
             "from transformers import AttentionInterface\n"
             "assert 'rerank_sdpa' not in AttentionInterface._global_mapping, 'registered at import'\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
@@ -189,6 +189,6 @@ def test_each_process_draws_its_own_dropout_masks_reproducibly() -> None:
     seeds = {rank: dropout_seed(42, 1, 7, rank) for rank in range(4)}
     assert len(set(seeds.values())) == 4  # DDP ranks: different masks for the same batch index
     assert seeds == {rank: dropout_seed(42, 1, 7, rank) for rank in range(4)}  # a resumed run: the same ones
-    code = "from rerank.lightning_module import dropout_seed; print(dropout_seed(42, 1, 7, 1))"
+    code = "from rerank.training.lightning_module import dropout_seed; print(dropout_seed(42, 1, 7, 1))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert int(other.stdout) == seeds[1]  # the same in another process (no hash randomization for ints)

@@ -21,13 +21,13 @@ from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 
 from rerank.cli import fit
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.data.datamodule import RerankDataModule
 from rerank.data.folds import FoldsConfig, kfold
-from rerank.data.tokenization import TokenizationConfig
 from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
 from rerank.first_stage import FirstStageConfig
-from rerank.lightning_module import RerankModule
+from rerank.model.tokenization import TokenizationConfig
+from rerank.training.datamodule import RerankDataModule
+from rerank.training.lightning_module import RerankModule
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 REPO = Path(__file__).resolve().parents[1]
@@ -196,7 +196,10 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     assert not any(system_temp.iterdir())  # and no checkpoint staged in the system's temporary folder
     expected = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     resumed_metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
-    assert set(expected) == set(resumed_metrics) == {"reranker", "first_stage", "bm25"}
+    assert set(expected) == set(resumed_metrics) == {"reranker", "first_stage", "bm25", "deployment"}
+    deployed, straight = resumed_metrics.pop("deployment"), expected.pop("deployment")
+    assert deployed["ranker"] == straight["ranker"]  # the same ranker, chosen on the same validation figures
+    assert deployed["validation"] == pytest.approx(straight["validation"], abs=1e-6)
     for system, values in expected.items():
         assert resumed_metrics[system] == pytest.approx(values, abs=1e-6)
     assert list(expected["reranker"]) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]

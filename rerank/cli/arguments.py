@@ -1,12 +1,13 @@
 """What every command shares: one config schema, config files that stack, bare names from ``configs/``.
 
 Every command parses its options with :class:`RerankCLI`, a :class:`~lightning.pytorch.cli.LightningCLI` over
-:class:`~rerank.lightning_module.RerankModule` (``model:``), :class:`~rerank.data.datamodule.RerankDataModule`
-(``data:``) and the Trainer (``trainer:``), so an option is written the same in every command
-(``--data.first_stage.backend bm25s``), any training config is accepted by every command (each reads the
-sections it needs), ``--config`` may be repeated (later files win; a later ``data.collection`` replaces an
-earlier one as a whole), and ``--config NAME`` resolves ``NAME`` in the repository's ``configs/`` folder when it
-is not a file. Commands add their own options (``rerank cv --folds``) and say whether they build the classes.
+:class:`~rerank.training.lightning_module.RerankModule` (``model:``),
+:class:`~rerank.training.datamodule.RerankDataModule` (``data:``) and the Trainer (``trainer:``), so an option is
+written the same in every command (``--data.first_stage.backend bm25s``), any training config is accepted by every
+command (each reads the sections it needs), ``--config`` may be repeated (later files win; a later
+``data.collection`` replaces an earlier one as a whole), and ``--config NAME`` resolves ``NAME`` in the repository's
+``configs/`` folder when it is not a file. Commands add their own options (``rerank cv --folds``) and say whether
+they build the classes.
 """
 
 from __future__ import annotations
@@ -22,18 +23,18 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
-from ..checkpoint_io import AtomicCheckpointIO
-from ..cross_encoder import size_query_budget
 from ..data.collection import Collection, as_collection_config
-from ..data.datamodule import RerankDataModule
-from ..data.sources import as_source_configs
-from ..data.tokenization import AUTO, TokenizationConfig
-from ..lightning_module import RerankModule, check_click_head, check_list_size
 from ..losses import loss_class
-from ..precision import effective_precision
-from ..pretraining import PretrainConfig
-from ..progress import progress_callbacks
+from ..model.cross_encoder import size_query_budget
+from ..model.tokenization import AUTO, TokenizationConfig
 from ..run_directory import RunDirectory
+from ..training.checkpoint_io import AtomicCheckpointIO
+from ..training.datamodule import RerankDataModule
+from ..training.lightning_module import RerankModule, check_click_head, check_list_size
+from ..training.precision import effective_precision
+from ..training.pretraining import PretrainConfig
+from ..training.progress import progress_callbacks
+from ..training.sources import as_source_configs
 from .configs import resolve_configs
 from .schema import RENAMED
 
@@ -76,7 +77,7 @@ class RerankCLI(LightningCLI):
                             help="the run directory: config, first-stage run, checkpoints, runs, metrics.json")
         parser.add_argument("--pretrain", type=PretrainConfig | None, default=None,
                             help="a first training stage without data.collection's judgments, cached across folds "
-                                 "(rerank.pretraining)")
+                                 "(rerank.training.pretraining)")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
         parser.set_defaults({
@@ -100,7 +101,7 @@ class RerankCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         """Checks that span sections, before anything is built (the classes check their own options), the
-        precision the Trainer runs in on this machine (:mod:`rerank.precision`) and an ``auto`` query budget
+        precision the Trainer runs in on this machine (:mod:`rerank.training.precision`) and an ``auto`` query budget
         sized from the collection's queries."""
         config = self.config
         check_list_size(config.data.list_size, config.model.loss, loss_class(_plain(config.model.loss)))
@@ -137,7 +138,8 @@ class RerankCLI(LightningCLI):
             super().instantiate_classes()
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
-        """The Trainer, writing checkpoints crash-safely (:mod:`rerank.checkpoint_io`) unless told otherwise."""
+        """The Trainer, writing checkpoints crash-safely (:mod:`rerank.training.checkpoint_io`) unless told
+        otherwise."""
         plugins = self.config_init.trainer.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, list | tuple) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
@@ -162,3 +164,28 @@ def _plain(value: Any) -> Any:
 
 def _checkpoints(output_dir: str) -> str:
     return str(RunDirectory(Path(output_dir)).checkpoints)
+
+
+def add_run_option(parser: LightningArgumentParser, what: str) -> None:
+    """``--run FILE``: a command's candidates from a TREC run (:func:`run_shortcut` turns it into the first-stage
+    options before parsing; the parser lists it in the help)."""
+    parser.add_argument("--run", type=str | None, default=None,
+                        help=f"{what} (sets data.first_stage.backend run and data.first_stage.run)")
+
+
+def run_shortcut(arguments: list[str]) -> list[str]:
+    """``--run FILE`` -> ``--data.first_stage.backend run --data.first_stage.run FILE`` (placed last, so it wins)."""
+    kept, files, take = [], [], False
+    for argument in arguments:
+        if take:
+            files.append(argument)
+            take = False
+        elif argument == "--run":
+            take = True
+        elif argument.startswith("--run="):
+            files.append(argument.split("=", 1)[1])
+        else:
+            kept.append(argument)
+    if files:
+        kept += ["--data.first_stage.backend", "run", "--data.first_stage.run", files[-1]]
+    return kept

@@ -28,16 +28,15 @@ from ..atomic import atomic_write
 from ..clicks.log import Impression, read_click_log, write_click_log
 from ..clicks.models import examination
 from ..clicks.propensity import estimate_propensities
-from ..clicks.simulator import ClickSimulationConfig, simulate
+from ..clicks.simulator import ClickSimulationConfig, judged_queries, simulate
 from ..data.candidates import read_candidates
 from ..data.collection import Collection, as_collection_config
-from ..data.folds import FoldsConfig, make_split
+from ..data.folds import FoldsConfig
 from ..first_stage import FirstStageConfig, write_first_stage_run
 from ..logs import configure_logging
 from ..run_directory import RunDirectory
-from .arguments import RerankCLI
+from .arguments import RerankCLI, add_run_option, run_shortcut
 from .errors import run
-from .predict import run_shortcut
 
 DESCRIPTION = __doc__.splitlines()[0]
 LOG, SUMMARY = "clicks.jsonl", "clicks.json"
@@ -47,8 +46,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--clicks", type=ClickSimulationConfig, default=ClickSimulationConfig(),
                         help="what to simulate: impressions, depth, zipf, queries (train or all), seed, and the "
                              "click_model (model: pbm, cascade or dbn; eta, noise, top, gamma)")
-    parser.add_argument("--run", type=str | None, default=None,
-                        help="the ranking shown (sets data.first_stage.backend run and data.first_stage.run)")
+    add_run_option(parser, "the ranking shown")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -59,7 +57,8 @@ def main(argv: list[str] | None = None) -> dict:
     config = cli.option("clicks", ClickSimulationConfig)
     collection_config = as_collection_config(cli.option("data.collection"), "data.collection")
     collection = Collection(collection_config)
-    qrels, query_ids = judged_queries(cli, collection, config)
+    qrels, query_ids = judged_queries(collection, cli.option("data.folds", FoldsConfig) or FoldsConfig(),
+                                      config.queries)
     directory = RunDirectory(Path(cli.config.output_dir))
     write_first_stage_run(collection_config, cli.option("data.first_stage", FirstStageConfig) or FirstStageConfig(),
                           directory.first_stage_run)
@@ -84,22 +83,6 @@ def main(argv: list[str] | None = None) -> dict:
     Console(stderr=True).print(f"{written:,} impressions of {len(pages)} queries of {collection.name} -> {log}")
     print(json.dumps({key: summary[key] for key in ("impressions", "queries", "ctr_per_rank")}, indent=2))
     return summary
-
-
-def judged_queries(cli: RerankCLI, collection: Collection,
-                   config: ClickSimulationConfig) -> tuple[dict[str, dict[str, int]], list[str]]:
-    """The collection's qrels and the queries users are simulated on: ``clicks.queries`` ``train`` (the training
-    folds of ``data.folds``) or ``all`` judged ones.
-
-    Raises:
-        ValueError: the collection has no qrels, which the click model clicks by.
-    """
-    if not collection.has_qrels:
-        raise ValueError(f"data.collection {collection.name} has no qrels: the click model clicks by relevance")
-    qrels = collection.qrels
-    query_ids = (make_split(cli.option("data.folds", FoldsConfig) or FoldsConfig(), qrels).train
-                 if config.queries == "train" else sorted(qrels))
-    return qrels, query_ids
 
 
 def _counting(impressions: Iterable[Impression], counts: Counter,

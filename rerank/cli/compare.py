@@ -18,12 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
-from scipy import stats
 
 from ..atomic import atomic_write
 from ..data.collection import Collection, as_collection_config
 from ..data.trec import Qrels, Run, read_qrels, read_run
-from ..evaluation import evaluate
+from ..evaluation import evaluate, paired_p
 from ..logs import configure_logging
 from ..run_directory import FUSIONS, CrossValidationDirectory
 from .arguments import RerankCLI
@@ -72,7 +71,7 @@ def compare(systems: dict[str, Run], qrels: Qrels, alpha: float = 0.05) -> dict:
         for measure in MEASURES:
             ours = [results[name].per_query[q][measure] for q in sorted(queries)]
             theirs = [results[baseline].per_query[q][measure] for q in sorted(queries)]
-            p = float(stats.ttest_rel(ours, theirs).pvalue) if ours != theirs else 1.0
+            p = paired_p(ours, theirs)
             tests[(name, measure)] = {"p": p, "significant": p < alpha / comparisons}
     return {"baseline": baseline, "results": results, "tests": tests, "comparisons": comparisons, "alpha": alpha}
 

@@ -6,7 +6,9 @@ each in its own process; validation is the fold before the test fold, training t
 :mod:`rerank.data.folds`), skipping folds whose ``metrics.json`` exists, so an interrupted cross-validation
 resumes where it stopped (an interrupted fold from its ``last.ckpt``). Then it concatenates the per-fold test runs
 and writes ``DIR/cv_metrics.json``: each measure the fits report (``model.metrics``) over all queries, per fold,
-and mean +- standard error over folds (:class:`~rerank.run_directory.CrossValidationDirectory`).
+and mean +- standard error over folds (:class:`~rerank.run_directory.CrossValidationDirectory`), and the ranker
+each fold deployed (``deployed``: each query by its fold's, with paired t-tests against the first stage and the
+teacher), then prints a summary of them (:mod:`rerank.cli.summary`).
 """
 
 from __future__ import annotations
@@ -20,19 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
-from rich.console import Console
-from rich.table import Table
 
 from ..data.collection import Collection, as_collection_config
 from ..data.folds import FoldsConfig
 from ..data.trec import Qrels, Run, read_run, write_run
-from ..evaluation import evaluate
+from ..evaluation import evaluate, paired_p
 from ..logs import configure_logging
-from ..run_directory import FUSIONS, SYSTEMS, CrossValidationDirectory, RunDirectory, measures_of
+from ..run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
 from .arguments import RerankCLI
 from .errors import run
+from .summary import cv_summary, show
 
 logger = logging.getLogger(__name__)
+DEPLOYED = "deployed"
+"""The system of every query scored by its fold's deployed ranker (``test.deployed.run``)."""
 DESCRIPTION = __doc__.splitlines()[0]
 
 
@@ -56,21 +59,28 @@ def first_stage_of(directory: RunDirectory, test: Run) -> Run:
     return {qid: {doc: first_stage[qid][doc] for doc in docs} for qid, docs in test.items()}
 
 
-def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels) -> dict[str, Any]:
-    """Concatenated runs and their metrics over all queries, and mean +- standard error over folds."""
-    runs: dict[str, Run] = {system: {} for system in SYSTEMS}
-    per_fold: dict[str, list[dict[str, float]]] = {system: [] for system in SYSTEMS}
+def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, measure: str) -> dict[str, Any]:
+    """Concatenated runs and their metrics over all queries, and mean +- standard error over folds; the deployed
+    ranker of each fold (``deployed``: every query by its fold's), with paired t-tests on ``measure`` against the
+    first stage and the teacher."""
+    runs: dict[str, Run] = {system: {} for system in (*SYSTEMS, DEPLOYED)}
+    per_fold: dict[str, list[dict[str, float]]] = {system: [] for system in (*SYSTEMS, DEPLOYED)}
+    deployed: list[str] = []
     for fold in folds:
         directory = folder.fold(fold)
         test = read_run(directory.run("test"))
-        runs["reranker"].update(test)
-        runs["first_stage"].update(first_stage_of(directory, test))
-        for fusion in FUSIONS:
-            if directory.run(f"test.{fusion}").exists():
-                runs[fusion].update(read_run(directory.run(f"test.{fusion}")))
-        for system, values in directory.read_metrics().items():
+        fold_runs = {"reranker": test, "first_stage": first_stage_of(directory, test)}
+        fold_runs |= {system: read_run(directory.run(f"test.{system}")) for system in (*TEACHERS, *FUSIONS)
+                      if directory.run(f"test.{system}").exists()}
+        metrics = directory.read_metrics()
+        ranker = (directory.read_deployment() or {}).get("ranker", "reranker")  # earlier folds: the pure model
+        deployed.append(ranker)
+        for system, run_of_fold in (*fold_runs.items(), (DEPLOYED, fold_runs[ranker])):
+            runs[system].update(run_of_fold)
+        for system, values in (*metrics.items(), (DEPLOYED, metrics[ranker])):
             per_fold[system].append(measures_of(values))
-    report: dict[str, Any] = {"folds": folds, "all_queries": {}, "over_folds": {}, "per_fold": {}}
+    report: dict[str, Any] = {"folds": folds, "all_queries": {}, "over_folds": {}, "per_fold": {},
+                              DEPLOYED: {"per_fold": deployed, "tests": significance(runs, qrels, measure)}}
     for system, system_run in runs.items():
         if not system_run:
             continue
@@ -88,17 +98,21 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels) 
     return report
 
 
-def print_report(report: dict[str, Any]) -> None:
-    table = Table(title=f"folds {report['folds']}: all queries (mean +- s.e. over folds)")
-    measures = list(next(iter(report["all_queries"].values())))
-    table.add_column("system")
-    for name in measures:
-        table.add_column(name, justify="right")
-    for system, values in report["all_queries"].items():
-        spread = report["over_folds"][system]
-        table.add_row(system, *(f"{values[n]:.4f} ({spread[n]['mean']:.3f}+-{spread[n]['stderr']:.3f})"
-                                for n in measures))
-    Console().print(table)
+def significance(runs: dict[str, Run], qrels: Qrels, measure: str) -> dict[str, dict[str, float]]:
+    """The deployed ranker against the first stage and the teacher over the queries they share: the mean difference
+    on ``measure`` and the p-value of a paired two-sided t-test."""
+    deployed = runs[DEPLOYED]
+    tests = {}
+    for baseline in ("first_stage", "teacher"):
+        queries = {qid: qrels[qid] for qid in deployed if qid in qrels and qid in runs[baseline]}
+        if not queries or len(queries) < len({qid for qid in deployed if qid in qrels}):
+            continue  # the baseline lacks some folds' queries (no teacher there)
+        ours, theirs = (evaluate(run, queries, [measure]).per_query for run in (deployed, runs[baseline]))
+        ordered = sorted(queries)
+        difference = statistics.fmean(ours[q][measure] - theirs[q][measure] for q in ordered)
+        tests[baseline] = {"difference": difference, "queries": len(ordered),
+                           "p": paired_p([ours[q][measure] for q in ordered], [theirs[q][measure] for q in ordered])}
+    return tests
 
 
 def test_folds(option: str | None, folds: FoldsConfig) -> list[int]:
@@ -135,8 +149,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             if done.returncode != 0:
                 raise RuntimeError(f"fold {fold} failed (exit {done.returncode}); rerun the same command to resume")
         collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
-        report = summarise(folder, folds, collection.qrels)
-    print_report(report)
+        measure = cli.config.model.selection_metric
+        report = summarise(folder, folds, collection.qrels, measure)
+    show(cv_summary(report, measure, folder.root))
     return report
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from jsonargparse import ActionYesNo, ArgumentParser
 
 from ..export import card_from_run, export
-from ..lightning_module import RerankModule
 from ..logs import configure_logging
+from ..training.lightning_module import RerankModule
 from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> Path:
     if not checkpoint.is_file():
         raise FileNotFoundError(f"--ckpt {checkpoint}: no such checkpoint file")
     module = RerankModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
-    out = export(module.model, config.out, card_from_run(checkpoint, dict(module.hparams)), onnx=config.onnx)
+    out = export(module.model, config.out, card_from_run(checkpoint, dict(module.hparams)), onnx=config.onnx,
+                 deployment=module.deployment)
     print(out)
     return out
 

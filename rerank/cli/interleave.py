@@ -18,12 +18,12 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from ..atomic import atomic_write
 from ..clicks.interleaving import interleave
-from ..clicks.simulator import ClickSimulationConfig
+from ..clicks.simulator import ClickSimulationConfig, judged_queries
 from ..data.candidates import read_candidates
 from ..data.collection import Collection, as_collection_config
+from ..data.folds import FoldsConfig
 from ..logs import configure_logging
 from .arguments import RerankCLI
-from .clicks import judged_queries
 from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> dict:
                     arguments=_arguments, instantiate=False)
     config = cli.option("clicks", ClickSimulationConfig)
     collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
-    qrels, query_ids = judged_queries(cli, collection, config)
+    qrels, query_ids = judged_queries(collection, cli.option("data.folds", FoldsConfig) or FoldsConfig(),
+                                      config.queries)
     queries = collection.queries
     a, b = (read_candidates(path, queries).select(query_ids, config.depth, queries, qrels)
             for path in (cli.config.run_a, cli.config.run_b))

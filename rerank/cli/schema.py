@@ -1,9 +1,10 @@
 """Every command's options, stored with the package: ``--help`` and mistyped options answered without loading torch.
 
-A command's parser (:class:`rerank.cli.arguments.RerankCLI`, a ``LightningCLI``) is built from the signatures of
-the Trainer, :class:`~rerank.lightning_module.RerankModule` and :class:`~rerank.data.datamodule.RerankDataModule`,
-which takes importing torch, Lightning and transformers: several seconds before a word of help or of error. So
-the dispatcher (:mod:`rerank.cli`) answers from what this module stored when the package was built:
+A command's parser (:class:`rerank.cli.arguments.RerankCLI`, a ``LightningCLI``) is built from the signatures of the
+Trainer, :class:`~rerank.training.lightning_module.RerankModule` and
+:class:`~rerank.training.datamodule.RerankDataModule`, which takes importing torch, Lightning and transformers:
+several seconds before a word of help or of error. So the dispatcher (:mod:`rerank.cli`) answers from what this
+module stored when the package was built:
 
 - ``rerank <command> --help`` prints ``help/<command>.txt``, the parser's own help, captured at 80 columns;
 - every ``--option`` and every key of every ``--config`` file is checked against ``schema.json`` (each option's
@@ -227,7 +228,7 @@ def generate() -> dict[str, Any]:
     the subclasses loaded, as a user's ``rerank <command> --help`` would: only what that command imports)."""
     import subprocess
 
-    from . import COMMANDS
+    from .commands import COMMANDS
 
     commands = {}
     for command in COMMANDS:
@@ -275,7 +276,7 @@ def _parser_and_help(command: str) -> tuple[Any, str]:
 
     import jsonargparse
 
-    from . import MODULES
+    from .commands import MODULES
 
     module = importlib.import_module(f"rerank.cli.{MODULES.get(command, command)}")
     printed: list[Any] = []

@@ -25,9 +25,8 @@ from ..first_stage import FirstStageConfig, write_first_stage_run
 from ..logs import configure_logging
 from ..run_directory import Metrics, RunDirectory
 from ..teacher import DEFAULT_BI_ENCODER, TeacherConfig, teacher_scores
-from .arguments import RerankCLI
+from .arguments import RerankCLI, add_run_option, run_shortcut
 from .errors import run
-from .predict import run_shortcut
 
 DESCRIPTION = __doc__.splitlines()[0]
 
@@ -36,8 +35,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--teacher", type=TeacherConfig | None, default=None,
                         help=f"the teacher: {{bi_encoder: MODEL}} or {{run: FILE}}, and first_stage_weight: W for an "
                              f"ensemble with the first stage (default: {DEFAULT_BI_ENCODER} alone)")
-    parser.add_argument("--run", type=str | None, default=None,
-                        help="the candidates' run (sets data.first_stage.backend run and data.first_stage.run)")
+    add_run_option(parser, "the candidates' run")
 
 
 def main(argv: list[str] | None = None) -> Metrics:

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..data.candidates import CandidateLists
+from ..data.collection import Collection
+from ..data.folds import FoldsConfig, make_split
+from ..data.trec import Qrels
 from .log import Impression
 from .models import ClickModelConfig, sample_clicks
 
@@ -104,3 +107,16 @@ def _swapped(shown: tuple[str, ...], other: int) -> tuple[str, ...]:
     swapped = list(shown)
     swapped[0], swapped[other] = swapped[other], swapped[0]
     return tuple(swapped)
+
+
+def judged_queries(collection: Collection, folds: FoldsConfig, queries: str) -> tuple[Qrels, list[str]]:
+    """The collection's qrels and the queries users are simulated on: ``queries`` ``train`` (the training folds of
+    ``folds``) or ``all`` judged ones (``clicks.queries``).
+
+    Raises:
+        ValueError: the collection has no qrels, which the click model clicks by.
+    """
+    if not collection.has_qrels:
+        raise ValueError(f"data.collection {collection.name} has no qrels: the click model clicks by relevance")
+    qrels = collection.qrels
+    return qrels, make_split(folds, qrels).train if queries == "train" else sorted(qrels)

@@ -15,7 +15,7 @@ ranker's position bias back; IPS targets divide it out. The propensities are the
 (:class:`~rerank.losses.DualLearning`, Ai et al., SIGIR 2018) divides by them itself, and needs each document's
 rank, so every query's documents must keep one rank throughout the log (a log without interventions).
 
-A training source with ``targets: clicks`` (:mod:`rerank.data.sources`) draws its lists from the documents shown
+A training source with ``targets: clicks`` (:mod:`rerank.training.sources`) draws its lists from the documents shown
 for each query, with these targets and the ranks the documents were first shown at; ``model.click_loss``
 (``click_softmax`` by default) trains on them.
 """

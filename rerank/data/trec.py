@@ -87,6 +87,28 @@ def read_run(path: str | Path, queries: Collection[str] | None = None) -> Run:
     return run
 
 
+def check_scored(path: str | Path, why: str) -> None:
+    """Fail when some query of the run at ``path`` has several candidates that all carry one score: a run of ranks
+    whose scores were dropped or set to a constant, which a ranker that mixes the first stage's scores cannot use.
+
+    Raises:
+        TrecFormatError: naming the file and the line of that query's first candidate, with ``why`` it matters.
+    """
+    first: dict[str, tuple[int, str, float]] = {}
+    varied: set[str] = set()
+    counts: dict[str, int] = {}
+    for number, line, qid, _, score in run_lines(path):
+        counts[qid] = counts.get(qid, 0) + 1
+        if qid not in first:
+            first[qid] = (number, line, score)
+        elif score != first[qid][2]:
+            varied.add(qid)
+    for qid, (number, line, score) in first.items():
+        if counts[qid] > 1 and qid not in varied:
+            raise TrecFormatError(path, number, line, f"all {counts[qid]} candidates of query {qid} score {score:g}, "
+                                                      f"so the run carries no scores to mix: {why}")
+
+
 def read_qrels(
     path: str | Path, label_map: Mapping[int, int] | None = None, binarize_at: int | None = None
 ) -> Qrels:

@@ -22,55 +22,16 @@ import multiprocessing
 import pickle
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
 from ..atomic import remove_stale_in
-from ..cache import cache_path, cache_root
+from ..cache import cache_path
 from ..data.collection import Collection, CollectionConfig
 from ..data.trec import Run, read_run, top_k, write_run
+from .config import BACKENDS, FirstStageConfig
 
 logger = logging.getLogger(__name__)
-
-BACKENDS = ("pyserini", "bm25s", "run")
-
-
-@dataclass
-class FirstStageConfig:
-    """Where the candidates come from.
-
-    Attributes:
-        backend: ``pyserini``, ``bm25s`` or ``run``.
-        k1: BM25 term-frequency saturation.
-        b: BM25 length normalisation.
-        retrieval_depth: candidates retrieved per query.
-        run: the TREC run file for ``backend: run``.
-        index_dir: where BM25 indexes are cached (default ``$RERANK_CACHE/indexes``); an index is reused
-            while the collection's fingerprint is unchanged, and rebuilt otherwise.
-        threads: search threads (0: all cores).
-    """
-
-    backend: str = "pyserini"
-    k1: float = 0.9
-    b: float = 0.4
-    retrieval_depth: int = 1000
-    run: str | None = None
-    index_dir: str | None = None
-    threads: int = 0
-
-    def __post_init__(self) -> None:
-        if self.backend not in BACKENDS:
-            raise ValueError(f"first_stage.backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
-        if self.backend == "run" and not self.run:
-            raise ValueError("first_stage.run: backend 'run' needs the path of a TREC run file")
-        if self.retrieval_depth < 1:
-            raise ValueError(f"first_stage.retrieval_depth must be positive; got {self.retrieval_depth}")
-
-    @property
-    def cache_root(self) -> Path:
-        return Path(self.index_dir) if self.index_dir else cache_root() / "indexes"
-
 
 def retrieve(collection: Collection, config: FirstStageConfig, queries: Mapping[str, str] | None = None) -> Run:
     """The first-stage run of ``queries`` (``{query id: text}``; default: the collection's), top

@@ -11,7 +11,7 @@ import Stemmer
 from ..atomic import atomic_directory
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
-from . import FirstStageConfig
+from .config import FirstStageConfig
 
 logger = logging.getLogger(__name__)
 IDS = "doc_ids.json"

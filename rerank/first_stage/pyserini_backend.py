@@ -33,7 +33,7 @@ from rich.progress import Progress
 from ..atomic import atomic_directory
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
-from . import FirstStageConfig
+from .config import FirstStageConfig
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ queries (``train``: the training folds of ``data.collection``; ``all``: every ju
 every query for ``targets: teacher``; ``pseudo``), targets (``qrels``: judgments, which for pseudo-queries are
 their source documents; ``teacher``; ``both``; ``clicks``: a click log's naive or debiased targets, over the
 documents it shows, :mod:`rerank.clicks.targets`) and a mixing ``weight``: an epoch draws from each source its share
-``weight / sum(weights)`` of all the lists (:class:`~rerank.data.examples.TrainingSampler`). Candidates of
+``weight / sum(weights)`` of all the lists (:class:`~rerank.training.examples.TrainingSampler`). Candidates of
 sources other than data.collection's own queries, and teacher scores, are cached (``$RERANK_CACHE``): they do
 not depend on the fold.
 """
@@ -42,13 +42,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..clicks.targets import ClickTargetConfig, click_targets
+from ..data.candidates import CandidateLists, read_candidates
+from ..data.collection import Collection, as_collection_config
+from ..data.pseudo_queries import PseudoQueryConfig, pseudo_queries
+from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
-from .candidates import CandidateLists, read_candidates
-from .collection import Collection, Documents, as_collection_config
-from .examples import trainable
-from .pseudo_queries import PseudoQueryConfig, pseudo_queries
-from .trec import Qrels
+from .examples import TrainingSource, trainable
 
 logger = logging.getLogger(__name__)
 
@@ -135,29 +135,6 @@ def as_source_config(value: SourceConfig | Mapping[str, Any], where: str) -> Sou
         return SourceConfig(**values)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: {error}") from None
-
-
-@dataclass
-class TrainingSource:
-    """A source's training lists, ready to draw from.
-
-    Attributes:
-        name: for logs and errors.
-        lists: each query's candidates with labels (all 0 when the source does not learn from qrels) and teacher
-            scores (none without a teacher), as compact arrays.
-        documents: where the candidates' texts are looked up.
-        weight: the source's share of the lists.
-        strategy: how lists are drawn (:data:`rerank.data.examples.STRATEGIES`).
-        clicks: the lists come from a click log: their teacher scores are its click targets, and their first-stage
-            scores the negated ranks it showed the documents at (the log's own ranking), for ``model.click_loss``.
-    """
-
-    name: str
-    lists: CandidateLists
-    documents: Documents
-    weight: float = 1.0
-    strategy: str = "random"
-    clicks: bool = False
 
 
 @dataclass

@@ -5,9 +5,9 @@ Lightning's progress bar (rich, when installed) draws nothing until the end when
 an hours-long fit would print no sign of life. There, every command that trains adds :class:`LogProgress`, which
 logs a line at most once a minute::
 
-    INFO rerank.progress: step 200/1200 (16 %), loss 0.6120, 1.52 s/step, about 25 min left
+    INFO rerank.training.progress: step 200/1200 (16 %), loss 0.6120, 1.52 s/step, about 25 min left
 
-A Trainer bounded by steps rather than epochs (the judgment-free stage, :mod:`rerank.pretraining`) has no epoch
+A Trainer bounded by steps rather than epochs (the judgment-free stage, :mod:`rerank.training.pretraining`) has no epoch
 count (``max_epochs`` -1), which Lightning's bar shows as ``Epoch 0/-2``: :class:`StageProgressBar` names the
 stage instead.
 """

@@ -4,7 +4,7 @@
   ``slots`` says where each scored pair goes in the flattened ``[Q * N]`` list (padded slots get no row).
 - :class:`EvaluationBatch`: (query, candidate) pairs to score, with their ids and first-stage scores.
 
-Both hold their tokenized rows as :class:`~rerank.data.tokenization.PairInputs`.
+Both hold their tokenized rows as :class:`~rerank.model.tokenization.PairInputs`.
 Lightning moves the tensors of these dataclasses to the device (``apply_to_collection`` walks dataclasses); on a
 GPU from page-locked memory (:mod:`rerank.data.pinning`).
 """
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .pinning import Pinnable
-from .tokenization import PairInputs, PairTokenizer
+from ..data.pinning import Pinnable
+from ..model.tokenization import PairInputs, PairTokenizer
 
 
 @dataclass
@@ -65,7 +65,7 @@ class EvaluationBatch(Pinnable):
 
 @dataclass
 class TrainingList:
-    """One training list before tokenization (what :class:`~rerank.data.examples.TrainingLists` yields)."""
+    """One training list before tokenization (what :class:`~rerank.training.examples.TrainingLists` yields)."""
 
     query: str
     documents: list[str]

@@ -2,7 +2,7 @@
 
 Configured under ``data:`` in the YAML (the sections ``collection``, ``first_stage``, ``folds`` and ``train``
 are those of :class:`~rerank.data.collection.CollectionConfig`, :class:`~rerank.first_stage.FirstStageConfig`,
-:class:`~rerank.data.folds.FoldsConfig` and :class:`~rerank.data.sources.SourceConfig`)::
+:class:`~rerank.data.folds.FoldsConfig` and :class:`~rerank.training.sources.SourceConfig`)::
 
     data:
       collection: {ir_datasets: disks45/nocr/trec-robust-2004, query_field: title}
@@ -21,7 +21,7 @@ and makes the training sources' lists (caching their candidates, pseudo-queries,
 that every source has lists to draw. Validation and test pairs are built when first needed, after checking that
 the run and the qrels share queries.
 :meth:`RerankDataModule.judgments` gives the qrels of a split to whoever evaluates (the CLI hands it to
-:class:`~rerank.lightning_module.RerankModule`).
+:class:`~rerank.training.lightning_module.RerankModule`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,20 +38,36 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
 from ..atomic import atomic_write
-from ..cross_encoder import load_tokenizer, resolve_tokenization
+from ..data.candidates import CandidateLists, read_candidates
+from ..data.collection import Collection, CollectionConfig, as_collection_config
+from ..data.folds import SPLITS, FoldsConfig, Split, make_split
+from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run, write_first_stage_run
+from ..model.cross_encoder import load_tokenizer, resolve_tokenization
+from ..model.tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
 from ..run_directory import RunDirectory
-from ..teacher import teacher_scores
+from ..teacher import TeacherRuns
 from .batches import EvaluationCollator, TrainingCollator
-from .candidates import CandidateLists, read_candidates
-from .collection import Collection, CollectionConfig, as_collection_config
-from .examples import STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler
-from .folds import SPLITS, FoldsConfig, Split, make_split
-from .sources import SourceConfig, SourceContext, TrainingSource, as_source_configs, resolve
-from .tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
-from .trec import Qrels, Run
+from .examples import STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler, TrainingSource
+from .sources import SourceConfig, SourceContext, as_source_configs, resolve
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """What shapes a data module's training lists besides its sources: what the pre-training stage shares with the
+    main run, and keys its cache by (:mod:`rerank.training.pretraining`)."""
+
+    collection: CollectionConfig
+    first_stage: FirstStageConfig
+    model_name: str
+    tokenization: TokenizationConfig
+    rerank_depth: int
+    list_size: int
+    strategy: str
+    batch_size: int
+    seed: int
 
 
 class RerankDataModule(pl.LightningDataModule):
@@ -61,7 +78,7 @@ class RerankDataModule(pl.LightningDataModule):
             replaces an earlier one as a whole).
         first_stage: where the candidates come from (BM25 through pyserini or bm25s, or a run file).
         folds: the query split; validation and test use the folds that ``folds.test`` names.
-        train: the training sources (:mod:`rerank.data.sources`); default: ``[{queries: train}]``, the training
+        train: the training sources (:mod:`rerank.training.sources`); default: ``[{queries: train}]``, the training
             folds' queries with their qrels.
         model_name: the tokenizer's model (linked from ``model.model_name`` by the CLI).
         tokenization: lengths and passages (linked from ``model.tokenization``; None: the model's own).
@@ -69,7 +86,7 @@ class RerankDataModule(pl.LightningDataModule):
         rerank_depth: candidates per query that are re-ranked, and that training lists are drawn from.
         list_size: candidates per training list.
         strategy: ``top``, ``random`` or ``pairs`` for sources that learn from qrels (see
-            :mod:`rerank.data.examples`).
+            :mod:`rerank.training.examples`).
         batch_size: training lists per batch.
         repeats: visits of each training query per epoch.
         eval_batch_size: (query, candidate) pairs per evaluation batch.
@@ -99,8 +116,6 @@ class RerankDataModule(pl.LightningDataModule):
         seed: int = 42,
     ) -> None:
         super().__init__()
-        self.settings = {name: value for name, value in locals().items() if name not in ("self", "__class__")}
-        """The arguments, for a module like this one with other training sources (:mod:`rerank.pretraining`)."""
         for name, value in (("rerank_depth", rerank_depth), ("list_size", list_size), ("batch_size", batch_size),
                             ("repeats", repeats), ("eval_batch_size", eval_batch_size)):
             if value < 1:
@@ -135,7 +150,26 @@ class RerankDataModule(pl.LightningDataModule):
         self._train_sampler: TrainingSampler | None = None
         self._resume: tuple[int, int] | None = None
         self._budget_checked: set[str] = set()
-        self._teacher_runs: dict[str, Run | None] = {}
+        self._teacher_runs: dict[str, TeacherRuns | None] = {}
+
+    @property
+    def settings(self) -> DataSettings:
+        """What shapes this module's training lists besides its sources (:class:`DataSettings`)."""
+        return DataSettings(collection=self.collection_config, first_stage=self.first_stage_config,
+                            model_name=self.model_name, tokenization=self.tokenization,
+                            rerank_depth=self.rerank_depth, list_size=self.list_size, strategy=self.strategy,
+                            batch_size=self.batch_size, seed=self.seed)
+
+    def with_sources(self, sources: Sequence[SourceConfig], output_dir: Path) -> RerankDataModule:
+        """A data module like this one (collection, first stage, folds, lists, batches) that trains on ``sources``
+        and writes to ``output_dir``: the pre-training stage's (:mod:`rerank.training.pretraining`)."""
+        return RerankDataModule(
+            collection=self.collection_config, first_stage=self.first_stage_config, folds=self.folds_config,
+            train=list(sources), model_name=self.model_name, tokenization=self.tokenization,
+            output_dir=str(output_dir), rerank_depth=self.rerank_depth, list_size=self.list_size,
+            strategy=self.strategy, batch_size=self.batch_size, repeats=self.repeats,
+            eval_batch_size=self.eval_batch_size, predict_queries=self.predict_queries,
+            num_workers=self.num_workers, seed=self.seed)
 
     def prepare_data(self) -> None:
         """Retrieve the first-stage candidates of every query into the run directory (unless nothing reads them:
@@ -231,17 +265,18 @@ class RerankDataModule(pl.LightningDataModule):
             self._check_query_budget(self.lists[split], f"the {split} queries of {self.collection.name}")
         return self.lists[split]
 
-    def teacher_run(self, split: str) -> Run | None:
+    def teacher_run(self, split: str) -> TeacherRuns | None:
         """The scores that the teacher the model learns from (that of the first training source with one) gives
-        the candidates of ``split``, for fusion (:mod:`rerank.interpolation`); None without such a teacher, or,
-        with a warning, when it cannot score them (a teacher run without these queries)."""
+        the candidates of ``split``, for fusion (:mod:`rerank.interpolation`) and reports, with its bi-encoder's
+        alone; None without such a teacher, or, with a warning, when it cannot score them (a teacher run without
+        these queries)."""
         teacher = next((source.teacher for source in self.sources
                         if source.teacher is not None and source.targets != "qrels"), None)
         if teacher is None:
             return None
         if split not in self._teacher_runs:
             try:
-                self._teacher_runs[split] = teacher_scores(teacher, self.evaluation_lists(split).as_run(),
+                self._teacher_runs[split] = TeacherRuns.of(teacher, self.evaluation_lists(split).as_run(),
                                                            self.collection.queries,
                                                            self.collection.documents)
             except ValueError as error:

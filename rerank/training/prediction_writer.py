@@ -3,7 +3,7 @@
 Each process streams the ``(query id, doc id, score, first-stage score)`` rows of its batches to a shard file
 beside the output (written atomically when its pass ends); after a barrier, process 0 merges the shards into one
 run, sorted as every run is (:func:`rerank.data.trec.write_run`), writes it atomically and removes the shards.
-Every pair is scored by exactly one process (:class:`~rerank.data.examples.ShardSampler`), so the merged run is
+Every pair is scored by exactly one process (:class:`~rerank.training.examples.ShardSampler`), so the merged run is
 the one a single process writes. The shards need a file system that every process sees (as the run directory
 does for checkpoints).
 """
@@ -16,8 +16,8 @@ from typing import IO, Any
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import BasePredictionWriter
 
-from .atomic import atomic_write
-from .data.trec import Run, write_run
+from ..atomic import atomic_write
+from ..data.trec import Run, write_run
 
 Scored = list[tuple[str, str, float, float]]
 

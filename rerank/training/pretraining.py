@@ -3,7 +3,7 @@
 Configured next to ``model:`` and ``data:``::
 
     pretrain:
-      train:                                  # training sources (rerank.data.sources), without data.collection's
+      train:                                  # training sources (rerank.training.sources), without data.collection's
         - queries: pseudo                     # judgments or real queries: pseudo-queries, other collections
           targets: teacher
           teacher: {bi_encoder: sentence-transformers/all-MiniLM-L6-v2}
@@ -37,26 +37,23 @@ from typing import Any
 import lightning.pytorch as pl
 from safetensors.torch import load_file, save
 
-from .atomic import atomic_write
-from .cache import cache_path
-from .data.datamodule import RerankDataModule
-from .data.sources import SourceConfig, as_source_configs
-from .export import export
+from ..atomic import atomic_write
+from ..cache import cache_path
+from ..export import export
+from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
 from .progress import stage_callbacks
+from .sources import SourceConfig, as_source_configs
 
 logger = logging.getLogger(__name__)
 
 TRAINER_OPTIONS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches",
                    "gradient_clip_val", "enable_progress_bar", "log_every_n_steps")
 """The Trainer options the stage takes from ``trainer:``."""
-MODEL_OPTIONS_IGNORED = ("metrics", "selection_metric", "interpolate", "interpolation_grid")
+MODEL_OPTIONS_IGNORED = ("metrics", "selection_metric", "interpolate", "interpolation_grid", "deploy")
 """Model settings that cannot change the stage's weights (evaluation only)."""
 CLICK_OPTIONS = ("click_loss", "click_loss_args")
 """Model settings that change the stage's weights only when one of its sources learns from clicks."""
-DATA_OPTIONS = ("collection", "first_stage", "model_name", "tokenization", "rerank_depth", "list_size", "strategy",
-                "batch_size", "seed")
-"""The data settings that shape the stage."""
 
 
 @dataclass
@@ -109,7 +106,7 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     sources = as_source_configs(config.train, "pretrain.train")
     ignored = MODEL_OPTIONS_IGNORED + (() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
     model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
-    data_settings = {key: data.settings[key] for key in DATA_OPTIONS}
+    data_settings = dataclasses.asdict(data.settings)
     documents = data.collection.documents
     shape = ({"train": config.train, "max_steps": config.max_steps}, model_settings, data_settings,
              {key: options.get(key) for key in ("precision", "accumulate_grad_batches", "gradient_clip_val")},
@@ -136,7 +133,7 @@ def _round(path: Path, module: RerankModule, data: RerankDataModule, sources: li
         module.model.load_state_dict(load_file(path))
         return
     logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(sources))
-    stage = RerankDataModule(**{**data.settings, "train": sources, "output_dir": str(data.directory.root / "pretrain")})
+    stage = data.with_sources(sources, data.directory.root / "pretrain")
     stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
                                enable_checkpointing=False, logger=False,
                                callbacks=stage_callbacks(f"pre-training, {name}", options.get("enable_progress_bar")),

@@ -9,7 +9,7 @@ their labels (unjudged = 0) and, for sources with a teacher, the teacher's score
   ``list_size: 4``: two pairs from one query per example);
 - ``sample``: ``list_size`` candidates drawn at random (sources that learn from a teacher only).
 
-The lists of several sources (:mod:`rerank.data.sources`) are drawn in the proportions of their weights. The
+The lists of several sources (:mod:`rerank.training.sources`) are drawn in the proportions of their weights. The
 draw for visit ``index`` of source ``source`` in epoch ``epoch`` depends only on ``(seed, epoch, source,
 index)``, so a resumed run sees the same lists. Shorter lists are padded; ``mask`` marks the real candidates.
 
@@ -22,20 +22,40 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset, DistributedSampler
 
+from ..data.candidates import CandidateLists, Candidates
+from ..data.collection import Documents
 from .batches import TrainingList
-from .candidates import CandidateLists, Candidates
-from .collection import Documents
-
-if TYPE_CHECKING:
-    from .sources import TrainingSource
 
 STRATEGIES = ("top", "random", "pairs", "sample")
+
+
+@dataclass
+class TrainingSource:
+    """A source's training lists, ready to draw from.
+
+    Attributes:
+        name: for logs and errors.
+        lists: each query's candidates with labels (all 0 when the source does not learn from qrels) and teacher
+            scores (none without a teacher), as compact arrays.
+        documents: where the candidates' texts are looked up.
+        weight: the source's share of the lists.
+        strategy: how lists are drawn (:data:`rerank.training.examples.STRATEGIES`).
+        clicks: the lists come from a click log: their teacher scores are its click targets, and their first-stage
+            scores the negated ranks it showed the documents at (the log's own ranking), for ``model.click_loss``.
+    """
+
+    name: str
+    lists: CandidateLists
+    documents: Documents
+    weight: float = 1.0
+    strategy: str = "random"
+    clicks: bool = False
 
 
 def select(candidates: Candidates, list_size: int, strategy: str, rng: random.Random) -> list[int]:

@@ -2,7 +2,7 @@
 
 :class:`CrossEncoderModel` wraps a Hugging Face sequence-classification model with one label
 (``AutoModelForSequenceClassification(num_labels=1)``), its tokenizer and the tokenization it is trained and
-evaluated with (:class:`~rerank.data.tokenization.TokenizationConfig`). For BERT-style encoders the head is the
+evaluated with (:class:`~rerank.model.tokenization.TokenizationConfig`). For BERT-style encoders the head is the
 [CLS] vector through BERT's pooler, dropout and a linear layer; other architectures bring their own [CLS] head
 (ELECTRA's dense-GELU-linear, for instance). Keeping the library's own classes means that:
 
@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
-from .data.tokenization import PairInputs, PairTokenizer, TokenizationConfig, query_lengths
+from .tokenization import PairInputs, PairTokenizer, TokenizationConfig, query_lengths
 
 logger = logging.getLogger(__name__)
 
@@ -145,12 +145,13 @@ class CrossEncoderModel(nn.Module):
         """The parameters of the base encoder."""
         return list(self.model.base_model.parameters())
 
-    def save_pretrained(self, folder: str) -> None:
+    def save_pretrained(self, folder: str, **records: object) -> None:
         """Save model and tokenizer in the Hugging Face layout (``model.safetensors``, config, tokenizer), with the
-        tokenization in ``config.json`` and the tokenizer's ``model_max_length`` at ``max_length``."""
+        tokenization and ``records`` (plain values, e.g. ``deployment``) in ``config.json`` under ``rerank``, and
+        the tokenizer's ``model_max_length`` at ``max_length``."""
         config = self.model.config
         setattr(config, CONFIG_KEY, {**(getattr(config, CONFIG_KEY, None) or {}),
-                                     "tokenization": dataclasses.asdict(self.tokenization)})
+                                     "tokenization": dataclasses.asdict(self.tokenization), **records})
         self.model.save_pretrained(folder, safe_serialization=True)
         if self.tokenizer is not None:
             previous = self.tokenizer.model_max_length

@@ -15,7 +15,7 @@ import torch
 from lightning.fabric.utilities.cloud_io import _is_local_file_protocol
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from .atomic import atomic_write
+from ..atomic import atomic_write
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -1,6 +1,6 @@
 """The LightningModule: a cross-encoder, a loss head over each query's list of scores, and TREC evaluation.
 
-Training (one step): the ``[Q, N]`` lists of a :class:`~rerank.data.batches.TrainingBatch` are flattened into
+Training (one step): the ``[Q, N]`` lists of a :class:`~rerank.training.batches.TrainingBatch` are flattened into
 ``Q * N`` (query, document) rows, scored by the cross-encoder (MaxP: the maximum over a document's passages),
 put back into ``[Q, N]`` (padded slots masked) and passed to the loss head named in the config::
 
@@ -46,22 +46,24 @@ import torch.distributed as dist
 from torch import Tensor
 from transformers import get_linear_schedule_with_warmup
 
-from . import speedups as speedups_module
-from .cross_encoder import CrossEncoderModel
-from .data.batches import EvaluationBatch, TrainingBatch
-from .data.tokenization import TokenizationConfig
-from .data.trec import Qrels, Run, write_run
-from .evaluation import METRICS, evaluate, trec_measure
-from .interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
-from .losses import RankingLoss
-from .losses import build as build_loss
-from .run_directory import Metrics, RunDirectory
+from ..data.trec import Qrels, Run, write_run
+from ..deployment import RANKERS, Deployment, choose, deployable_teacher, portable
+from ..evaluation import METRICS, evaluate, trec_measure
+from ..interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
+from ..losses import RankingLoss
+from ..losses import build as build_loss
+from ..model import speedups as speedups_module
+from ..model.cross_encoder import CrossEncoderModel
+from ..model.tokenization import TokenizationConfig
+from ..run_directory import Metrics, RunDirectory
+from ..teacher import TeacherConfig, TeacherRuns
+from .batches import EvaluationBatch, TrainingBatch
 
 logger = logging.getLogger(__name__)
 
 Judgments = Callable[[str], Qrels]
 """The qrels of a split (``validation``, ``test``), e.g. :meth:`RerankDataModule.judgments`."""
-TeacherRun = Callable[[str], Run | None]
+TeacherRun = Callable[[str], TeacherRuns | None]
 """The teacher's scores of a split's candidates, e.g. :meth:`RerankDataModule.teacher_run`."""
 FUSED = ("reranker", "teacher", "first_stage")
 """The runs that ``fused`` mixes, in the order of its weights."""
@@ -90,7 +92,7 @@ class RerankModule(pl.LightningModule):
         encoder_dropout: the encoder's dropout (hidden states and attention probabilities; default: the model's).
         freeze_embeddings: train the encoder above its embeddings only (they keep the loaded weights).
         gradient_checkpointing: recompute encoder activations in the backward pass to save memory.
-        speedups: ``auto`` (the CPU speed-ups of :mod:`rerank.speedups` where they fit the model) or ``off``.
+        speedups: ``auto`` (the CPU speed-ups of :mod:`rerank.model.speedups` where they fit the model) or ``off``.
         forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
             row (less padding; None: the whole batch at once).
         encoder_lr: AdamW learning rate of the encoder.
@@ -103,6 +105,9 @@ class RerankModule(pl.LightningModule):
             teacher, ``w_r z(re-ranker) + w_t z(teacher) + w_f z(first stage)`` (``fused``), weights chosen on
             validation.
         interpolation_grid: the weights tried for ``interpolated``.
+        deploy: the ranker the export deploys (:mod:`rerank.deployment`): ``auto``, the one chosen on validation by
+            the rule there; or ``reranker``, ``interpolated`` or ``fused`` whatever validation says (the fusions
+            need ``interpolate: true``; ``fused`` a bi-encoder teacher).
         judgments: the qrels of each evaluated split (linked from the data module by the CLI; needed for
             validation and test, not for training or prediction).
         teacher_run: the teacher's scores of each evaluated split's candidates, or None without a teacher
@@ -134,6 +139,7 @@ class RerankModule(pl.LightningModule):
         selection_metric: str = "nDCG@20",
         interpolate: bool = False,
         interpolation_grid: Sequence[float] = DEFAULT_GRID,
+        deploy: str = "auto",
         judgments: Judgments | None = None,
         teacher_run: TeacherRun | None = None,
     ) -> None:
@@ -144,6 +150,10 @@ class RerankModule(pl.LightningModule):
         if selection_metric not in metrics:
             raise ValueError(f"model.selection_metric {selection_metric!r} must be one of model.metrics "
                              f"{list(metrics)}")
+        if deploy not in ("auto", *RANKERS):
+            raise ValueError(f"model.deploy must be auto or one of {', '.join(RANKERS)}; got {deploy!r}")
+        if deploy in ("interpolated", "fused") and not interpolate:
+            raise ValueError(f"model.deploy {deploy} is a fusion, measured only with model.interpolate: true")
         if speedups not in speedups_module.MODES:
             raise ValueError(f"model.speedups must be one of {', '.join(speedups_module.MODES)}; got {speedups!r}")
         for name, value in (("encoder_lr", encoder_lr), ("head_lr", head_lr), ("teacher_weight", teacher_weight)):
@@ -176,6 +186,8 @@ class RerankModule(pl.LightningModule):
         self.judgments, self.teacher_run = judgments, teacher_run
         self.interpolation_weight: float | None = None
         self.fusion_weights: tuple[float, ...] | None = None
+        self.deployment = Deployment()
+        """The ranker chosen on the latest validation (kept in checkpoints): what the export deploys."""
         self.test_report: Metrics = {}
         self._outputs: Scored = []
         self._seed = 0
@@ -294,35 +306,66 @@ class RerankModule(pl.LightningModule):
         metrics = {f"val/{name}": value for name, value in self._evaluate(reranker, "validation").items()}
         metrics |= {f"val/first_stage_{name}": value
                     for name, value in self._evaluate(first_stage, "validation").items()}
+        selection = self.hparams.selection_metric
+        figures = {"reranker": metrics[f"val/{selection}"], "first_stage": metrics[f"val/first_stage_{selection}"]}
+        teacher = self.teacher_run("validation") if self.teacher_run is not None else None
+        if teacher is not None:
+            figures["teacher"] = evaluate(teacher.scores, self._qrels("validation"), [selection]).mean[selection]
+            metrics[f"val/teacher_{selection}"] = figures["teacher"]
         if self.hparams.interpolate:
-            selection = self.hparams.selection_metric
-            self.interpolation_weight, value = best_weight(
+            self.interpolation_weight, figures["interpolated"] = best_weight(
                 reranker, first_stage, self._qrels("validation"), selection, self.hparams.interpolation_grid)
-            metrics |= {"val/interpolation_weight": self.interpolation_weight, f"val/interpolated_{selection}": value}
-            teacher = self.teacher_run("validation") if self.teacher_run is not None else None
+            metrics |= {"val/interpolation_weight": self.interpolation_weight,
+                        f"val/interpolated_{selection}": figures["interpolated"]}
             if teacher is not None:
-                self.fusion_weights, value = best_weights([reranker, teacher, first_stage],
-                                                          self._qrels("validation"), selection)
+                self.fusion_weights, figures["fused"] = best_weights([reranker, teacher.scores, first_stage],
+                                                                     self._qrels("validation"), selection)
                 metrics |= {f"val/fusion_weight_{name}": weight for name, weight in zip(FUSED, self.fusion_weights)}
-                metrics[f"val/fused_{selection}"] = value
+                metrics[f"val/fused_{selection}"] = figures["fused"]
+        self.deployment = self._deployment(figures, teacher.config if teacher is not None else None)
         self.log_dict(metrics, prog_bar=False)
         self._write_run(reranker, "validation")
+
+    def _deployment(self, figures: dict[str, float], teacher: TeacherConfig | None) -> Deployment:
+        """The ranker to deploy by :func:`rerank.deployment.choose` over the deployable rankers' validation
+        ``figures``; ``fused`` is deployable only with a teacher that scores new queries (a bi-encoder)."""
+        candidates = {ranker: figures[ranker] for ranker in ("reranker", "interpolated") if ranker in figures}
+        excluded = {}
+        if "fused" in figures:
+            why = deployable_teacher(teacher)
+            if why is None:
+                candidates["fused"] = figures["fused"]
+            else:
+                excluded["fused"] = why
+        ranker = choose(candidates) if self.hparams.deploy == "auto" else self.hparams.deploy
+        if ranker not in candidates:
+            raise ValueError(f"model.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
+        weights = {"reranker": {"reranker": 1.0},
+                   "interpolated": {"reranker": self.interpolation_weight,  # as interpolate() weighs them
+                                    "first_stage": 1 - (self.interpolation_weight or 0.0)},
+                   "fused": dict(zip(FUSED, self.fusion_weights or ()))}[ranker]
+        return Deployment(ranker=ranker, weights=weights, teacher=portable(teacher) if ranker == "fused" else None,
+                          measure=self.hparams.selection_metric, validation=figures, excluded=excluded)
 
     def on_test_epoch_end(self) -> None:
         reranker, first_stage = self._gather_runs()
         report: Metrics = {"reranker": self._evaluate(reranker, "test"),
                            "first_stage": self._evaluate(first_stage, "test")}
         self._write_run(reranker, "test")
+        teacher = self.teacher_run("test") if self.teacher_run is not None else None
+        if teacher is not None:
+            report["teacher"] = self._evaluate(teacher.scores, "test")
+            self._write_run(teacher.scores, "test.teacher")
+            if teacher.bi_encoder is not None:
+                report["teacher_bi_encoder"] = self._evaluate(teacher.bi_encoder, "test")
+                self._write_run(teacher.bi_encoder, "test.teacher_bi_encoder")
         if self.hparams.interpolate and self.interpolation_weight is not None:
             weight = self.interpolation_weight
             interpolated = interpolate(reranker, first_stage, weight)
             report["interpolated"] = {"w": weight, **self._evaluate(interpolated, "test")}
             self._write_run(interpolated, "test.interpolated")
-        fusing = self.hparams.interpolate and self.fusion_weights is not None and self.teacher_run is not None
-        teacher = self.teacher_run("test") if fusing else None
-        if teacher is not None:
-            self._write_run(teacher, "test.teacher")
-            fused = fuse([reranker, teacher, first_stage], self.fusion_weights)
+        if self.hparams.interpolate and self.fusion_weights is not None and teacher is not None:
+            fused = fuse([reranker, teacher.scores, first_stage], self.fusion_weights)
             report["fused"] = {**{f"w_{name}": w for name, w in zip(FUSED, self.fusion_weights)},
                                **self._evaluate(fused, "test")}
             self._write_run(fused, "test.fused")
@@ -338,11 +381,14 @@ class RerankModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["interpolation_weight"] = self.interpolation_weight
         checkpoint["fusion_weights"] = list(self.fusion_weights) if self.fusion_weights is not None else None
+        checkpoint["deployment"] = self.deployment.as_dict()
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.interpolation_weight = checkpoint.get("interpolation_weight")
         weights = checkpoint.get("fusion_weights")
         self.fusion_weights = tuple(weights) if weights is not None else None
+        saved = checkpoint.get("deployment")  # absent from checkpoints written before deployments: the pure model
+        self.deployment = Deployment.from_dict(saved, "checkpoint") if saved else Deployment()
 
 
 def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:

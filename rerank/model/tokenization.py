@@ -22,7 +22,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from .pinning import Pinnable
+from ..data.pinning import Pinnable
 
 PASSAGE_MODES = ("first", "maxp")
 AUTO = "auto"

@@ -1,0 +1,184 @@
+"""The deployed ranker: chosen on validation by the written rule, exported with everything it needs, and what
+``rerank predict``, the Python API and the fit's own summary give, against the fit's own test runs."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
+
+from rerank.cli import fit, predict
+from rerank.cli.summary import ROWS
+from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.trec import ranked, read_run
+from rerank.deployment import Deployment, choose, deployable_teacher
+from rerank.evaluation import evaluate
+from rerank.interpolation import standardise
+from rerank.reranker import Reranker
+from rerank.teacher import TeacherConfig
+
+pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
+FOLDS = {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}
+
+
+def test_the_rule_takes_the_best_on_validation_and_ties_go_to_the_simpler() -> None:
+    assert choose({"reranker": 0.40, "interpolated": 0.41, "fused": 0.43}) == "fused"
+    assert choose({"reranker": 0.40, "interpolated": 0.43, "fused": 0.43}) == "interpolated"
+    assert choose({"reranker": 0.43, "interpolated": 0.43, "fused": 0.43}) == "reranker"
+    assert choose({"fused": 0.5, "reranker": 0.43}) == "fused"  # not the order given: RANKERS' order
+    assert choose({"reranker": 0.45, "interpolated": 0.44}) == "reranker"
+
+
+def test_only_a_teacher_that_scores_new_queries_is_deployable(tmp_path: Path) -> None:
+    assert deployable_teacher(TeacherConfig(bi_encoder="some/bi-encoder")) is None
+    assert "fixed TREC run" in deployable_teacher(TeacherConfig(run=str(tmp_path / "t.run")))
+    assert "born-again student" in deployable_teacher(TeacherConfig(bi_encoder="x", student=str(tmp_path)))
+    with pytest.raises(ValueError, match="the fused ranker needs its teacher"):
+        Deployment("fused", {"reranker": 0.5, "teacher": 0.5, "first_stage": 0.0})
+    with pytest.raises(ValueError, match="must sum to 1"):
+        Deployment("interpolated", {"reranker": 0.5, "first_stage": 0.6})
+
+
+def test_the_deployed_fusion_is_the_weighted_sum_of_z_scores() -> None:
+    reranker, teacher, first = {"q": {"a": 3.0, "b": 1.0, "c": 2.0}}, {"q": {"a": 0.1, "b": 0.3, "c": 0.2}}, {
+        "q": {"a": 10.0, "b": 10.0, "c": 13.0}}
+    deployment = Deployment("fused", {"reranker": 0.2, "teacher": 0.5, "first_stage": 0.3},
+                            teacher=TeacherConfig(bi_encoder="x"))
+    fused = deployment.combine(reranker, first, teacher)["q"]
+    z = {"r": [1.224745, -1.224745, 0.0], "t": [-1.224745, 1.224745, 0.0], "f": [-0.707107, -0.707107, 1.414214]}
+    for index, doc in enumerate("abc"):  # z-scores worked out by hand: (s - mean) / population std
+        assert fused[doc] == pytest.approx(0.2 * z["r"][index] + 0.5 * z["t"][index] + 0.3 * z["f"][index], abs=1e-5)
+    assert standardise({"a": 1.0, "b": 1.0}) == {"a": 0.0, "b": 0.0}
+    with pytest.raises(ValueError, match="mixes teacher"):
+        deployment.combine(reranker, first)
+
+
+@pytest.fixture(scope="module")
+def fits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Fits of a tiny BERT on Cranfield with a tiny bi-encoder teacher mixed with BM25, one for each deployed
+    ranker (``model.deploy``), and one left to the rule; their run directories."""
+    folder = cranfield_workdir(tmp_path_factory.mktemp("deployment"))
+    teacher = {"bi_encoder": str(tiny_bi_encoder(folder / "bi")), "max_length": 64, "first_stage_weight": 0.4}
+    fitted = {}
+    for deploy in ("interpolated", "fused", "auto"):
+        config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True,
+                            "selection_metric": "nDCG@10", "deploy": deploy,
+                            "tokenization": {"max_length": 40, "max_query_length": 12}},
+                  "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
+                           "folds": FOLDS, "rerank_depth": 20, "list_size": 4, "batch_size": 2,
+                           "train": [{"queries": "train", "targets": "both", "teacher": teacher}]},
+                  "trainer": {"max_epochs": 1, "limit_train_batches": 3, "enable_progress_bar": False,
+                              "logger": False, "num_sanity_val_steps": 0}}
+        (folder / f"{deploy}.yaml").write_text(json.dumps(config))
+        fitted[deploy] = folder / deploy
+        fit.main(["--config", str(folder / f"{deploy}.yaml"), "--output_dir", str(fitted[deploy])])
+    return fitted
+
+
+def predicted(run_directory: Path, output: Path, *options: str) -> dict:
+    """``rerank predict`` with a fit's export, config and first-stage run, on its test queries."""
+    return predict.main(["--config", str(run_directory / "config.yaml"), "--model.model_name",
+                         str(run_directory / "model"), "--run", str(run_directory / "first_stage.trec"),
+                         "--data.predict_queries", "test", "--output_dir", str(output), "--trainer.logger", "false",
+                         "--trainer.enable_progress_bar", "false", *options])
+
+
+@pytest.mark.parametrize("ranker", ["interpolated", "fused"])
+def test_predict_reproduces_the_fits_test_run_of_the_deployed_ranker(fits: dict[str, Path], tmp_path: Path,
+                                                                     ranker: str) -> None:
+    run_directory = fits[ranker]
+    metrics = json.loads((run_directory / "metrics.json").read_text())
+    assert metrics["deployment"]["ranker"] == ranker
+    config = json.loads((run_directory / "model" / "config.json").read_text())
+    assert config["rerank"]["deployment"]["ranker"] == ranker  # the export carries it
+    report = predicted(run_directory, tmp_path)
+    expected, got = (read_run(path) for path in (run_directory / "runs" / f"test.{ranker}.run",
+                                                 tmp_path / "runs" / "reranked.run"))
+    assert sorted(got) == sorted(expected) and len(got) == 45
+    for qid, scores in expected.items():
+        assert [doc for doc, _ in ranked(got[qid])] == [doc for doc, _ in ranked(scores)]  # the same order
+        assert max(abs(got[qid][doc] - score) for doc, score in scores.items()) <= 1e-5
+    pure, fitted_pure = read_run(tmp_path / "runs" / "reranked.reranker.run"), read_run(run_directory / "runs" /
+                                                                                           "test.run")
+    assert max(abs(pure[q][d] - s) for q, docs in fitted_pure.items() for d, s in docs.items()) <= 1e-5
+    for system in (ranker, "reranker", "first_stage"):
+        assert report[system]["nDCG@10"] == pytest.approx(metrics[system]["nDCG@10"], abs=1e-9), system
+    if ranker == "fused":
+        assert report["teacher"]["nDCG@10"] == pytest.approx(metrics["teacher"]["nDCG@10"], abs=1e-9)
+    assert json.loads((tmp_path / "metrics.json").read_text())["deployment"]["ranker"] == ranker
+
+
+def test_the_python_api_reranks_with_the_deployed_ranker(fits: dict[str, Path]) -> None:
+    run_directory = fits["fused"]
+    collection = Collection(CollectionConfig(**CRANFIELD))
+    fused, first_stage = (read_run(run_directory / name) for name in ("runs/test.fused.run", "first_stage.trec"))
+    reranker = Reranker.from_pretrained(str(run_directory / "model"))
+    assert reranker.ranker == "fused"
+    texts = {qid: {doc: collection.documents.text(doc) for doc in docs} for qid, docs in fused.items()}
+    run = reranker.rerank_many(collection.queries, texts, {qid: {doc: first_stage[qid][doc] for doc in docs}
+                                                           for qid, docs in fused.items()})
+    qrels = {qid: collection.qrels[qid] for qid in fused}
+    metrics = json.loads((run_directory / "metrics.json").read_text())["fused"]
+    assert round(evaluate(run, qrels, ["nDCG@10"]).mean["nDCG@10"], 4) == round(metrics["nDCG@10"], 4)
+    assert max(abs(run[q][d] - s) for q, docs in fused.items() for d, s in docs.items()) <= 1e-3
+    qid = sorted(fused)[0]
+    documents = list(texts[qid].values())
+    scores = [first_stage[qid][doc] for doc in texts[qid]]
+    ranked_api = reranker.rerank(collection.queries[qid], documents, first_stage_scores=scores)
+    assert [list(texts[qid])[index] for index, _ in ranked_api] == [doc for doc, _ in ranked(run[qid])]
+    with pytest.raises(ValueError, match=r"deploys fused .* pass first_stage_scores .* ranker='reranker'"):
+        reranker.rerank(collection.queries[qid], documents)
+    with pytest.raises(ValueError, match="no first-stage score for 1 candidate"):
+        reranker.rerank(collection.queries[qid], documents, first_stage_scores=scores[:-1])
+    pure = Reranker.from_pretrained(str(run_directory / "model"), ranker="reranker")
+    assert pure.ranker == "reranker"
+    expected = read_run(run_directory / "runs" / "test.run")[qid]
+    np.testing.assert_allclose(pure.score(collection.queries[qid], documents), [expected[d] for d in texts[qid]],
+                               atol=1e-4)
+
+
+def test_the_summary_shows_the_figures_of_metrics_json(fits: dict[str, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    capsys.readouterr()
+    fit.main(["--config", str(fits["auto"].parent / "auto.yaml"), "--output_dir", str(tmp_path / "again")])
+    printed = capsys.readouterr().out
+    metrics = json.loads((tmp_path / "again" / "metrics.json").read_text())
+    deployed = metrics["deployment"]["ranker"]
+    for system, name in ROWS:
+        row = next(line for line in printed.splitlines() if re.match(rf"[│|] {re.escape(name)} +[│|]", line))
+        cells = [cell.strip() for cell in re.split("[│|]", row)[1:-1]]
+        assert cells[2] == f"{metrics[system]['nDCG@10']:.4f}", system
+        assert (cells[4] == "<- deployed") == (system == deployed), system
+        validation = metrics["deployment"]["validation"].get(system)
+        assert cells[3] == ("" if validation is None else f"{validation:.4f}"), system
+    assert f"deployed: {deployed}" in printed
+    assert f"model: {tmp_path / 'again' / 'model'}" in printed and "rerank predict --config" in printed
+    figures = {ranker: metrics["deployment"]["validation"][ranker] for ranker in ("reranker", "interpolated", "fused")}
+    assert deployed == choose(figures)  # the rule, on the figures the run wrote
+    fine_tuned, zero_shot = figures["reranker"], max(metrics["deployment"]["validation"][name]
+                                                     for name in ("teacher", "first_stage"))
+    assert ("warning: the fine-tuned re-ranker is below" in printed) == (fine_tuned < zero_shot)
+    assert "DataLoader 0" not in printed  # no raw Lightning table
+
+
+def test_an_export_from_before_deployments_is_the_pure_model(fits: dict[str, Path], tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    shutil.copytree(fits["fused"] / "model", model)
+    config = json.loads((model / "config.json").read_text())
+    del config["rerank"]["deployment"]  # what earlier releases wrote
+    (model / "config.json").write_text(json.dumps(config))
+    reranker = Reranker.from_pretrained(str(model))
+    assert reranker.ranker == "reranker" and reranker.bi_encoder is None
+    assert reranker.rerank("wind tunnel", ["a wind tunnel", "heat"])  # no first-stage scores needed
+    run_directory = fits["fused"]
+    predict.main(["--config", str(run_directory / "config.yaml"), "--model.model_name", str(model), "--run",
+                  str(run_directory / "first_stage.trec"), "--data.predict_queries", "test", "--output_dir",
+                  str(tmp_path / "out")])
+    runs = tmp_path / "out" / "runs"
+    assert (runs / "reranked.run").read_text().replace("rerank-reranker", "x") == (
+        runs / "reranked.reranker.run").read_text().replace("rerank-model", "x")

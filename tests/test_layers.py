@@ -1,0 +1,141 @@
+"""The house keeps its floors: no module of ``rerank/`` imports from a floor above its own, no two modules import
+each other (directly or round a longer cycle), and no command of ``rerank/cli`` imports another.
+
+Every ``import`` and ``from ... import`` of every module is read with :mod:`ast`, wherever it stands (at the top, in a
+function, under ``TYPE_CHECKING``): a deferred import up the floors is still a dependency that runs up them. The floors
+are those of docs/development.md."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from helpers import REPO
+
+PACKAGE = REPO / "rerank"
+FLOORS: dict[str, int] = {
+    # 0: formats and readers, losses, caches and atomic writes, evaluation and score fusion
+    "rerank.atomic": 0, "rerank.cache": 0, "rerank.logs": 0, "rerank.errors": 0, "rerank.checks": 0,
+    "rerank.data": 0, "rerank.losses": 0, "rerank.evaluation": 0, "rerank.interpolation": 0,
+    "rerank.run_directory": 0,
+    # 1: the model with its tokenizer; the first stage, the teacher, clicks
+    "rerank.model": 1, "rerank.first_stage": 1, "rerank.teacher": 1, "rerank.clicks": 1,
+    # 2: what is deployed: the ranker chosen on validation, the Python API, the exported folder
+    "rerank.deployment": 2, "rerank.reranker": 2, "rerank.export": 2,
+    # 3: training orchestration
+    "rerank.training": 3,
+    # 4: the command line
+    "rerank.cli": 4, "rerank.fit": 4, "rerank.__main__": 4,
+}
+FACADE = "rerank"
+"""``rerank/__init__.py``: the public names, each imported on first use from wherever it lives."""
+CLI_SHARED = {"rerank.cli", "rerank.cli.arguments", "rerank.cli.configs", "rerank.cli.errors", "rerank.cli.schema",
+              "rerank.cli.summary"}
+"""What the commands share; every other module of ``rerank/cli`` is a command."""
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+
+
+def imports(name: str) -> set[str]:
+    """The rerank modules that module ``name`` imports (a package's ``from . import x`` of a submodule: ``x``)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.split(".")[0] == "rerank"}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "rerank":
+                continue
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                found.add(submodule if submodule in MODULES else target)
+    return {target for target in found if target != name}
+
+
+def floor(name: str) -> int:
+    prefixes = [prefix for prefix in FLOORS if name == prefix or name.startswith(prefix + ".")]
+    if not prefixes:
+        raise AssertionError(f"{name} is on no floor: add it to FLOORS here and to docs/development.md")
+    return FLOORS[max(prefixes, key=len)]
+
+
+GRAPH = {name: imports(name) for name in MODULES}
+
+
+def test_every_module_is_on_a_floor() -> None:
+    for name in MODULES:
+        if name != FACADE:
+            floor(name)
+
+
+@pytest.mark.parametrize("name", sorted(set(MODULES) - {FACADE}))
+def test_no_import_runs_up_the_floors(name: str) -> None:
+    upward = sorted(target for target in GRAPH[name] if target != FACADE and floor(target) > floor(name))
+    assert not upward, f"{name} (floor {floor(name)}) imports from above: " + ", ".join(
+        f"{target} (floor {floor(target)})" for target in upward)
+    assert FACADE not in GRAPH[name], f"{name} imports the facade rerank/__init__.py; import the module itself"
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_two_modules_import_each_other() -> None:
+    assert cycles(GRAPH) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_commands_are_leaves() -> None:
+    commands = {name for name in MODULES if name.startswith("rerank.cli.") and name not in CLI_SHARED}
+    assert {"rerank.cli.fit", "rerank.cli.predict", "rerank.cli.cv"} <= commands
+    for command in sorted(commands):
+        others = sorted(GRAPH[command] & commands)
+        assert not others, f"the command {command} imports the command(s) {others}: move what they share below them"
