@@ -83,3 +83,33 @@ def test_the_deployed_ranker_bench_times_the_pure_and_the_fused_ranker(tmp_path:
     assert report["pairs"] == 15 and len(report["results"]) == 3
     assert all(result["pairs_per_second"] > 0 for result in report["results"].values())
     assert set(report["bi_encoder_share"]) == {"documents embedded", "document embeddings cached"}
+
+
+def test_the_shape_collections_are_made_of_the_shared_texts(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    for name in ("scifact", "cranfield"):
+        (shared / name).mkdir(parents=True)
+    scifact = [{"doc_id": str(d), "title": f"T{d}", "text": " ".join(f"Sentence {i} of doc {d}." for i in range(7))}
+               for d in range(2)] + [{"doc_id": "9", "title": "", "text": "One. Two."}]  # 7 sentences: eligible
+    scifact.append({"doc_id": "long", "title": "", "text": "word " * 50})  # a single sentence: not eligible
+    (shared / "scifact" / "docs.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in scifact))
+    (shared / "scifact" / "queries.test.tsv").write_text("5\ta claim\n")
+    (shared / "scifact" / "qrels.test.txt").write_text("5 0 9 1\n")
+    (shared / "cranfield" / "docs.jsonl").write_text(json.dumps({"doc_id": "1", "title": "wing flow .",
+                                                                 "text": "wing flow . long text"}) + "\n")
+    (shared / "cranfield" / "queries.tsv").write_text("1\twhat flow\n")
+    (shared / "cranfield" / "qrels.txt").write_text("1 0 1 3\n")
+    figures = load_script("shape_collections").main(["--shared", str(shared), "--out", str(tmp_path / "out"),
+                                                     "--queries", "1"])
+    out = tmp_path / "out"
+    (qid, query), = (line.split("\t") for line in (out / "long-queries" / "queries.tsv").read_text().splitlines())
+    doc = qid[1:]
+    assert query == " ".join(f"Sentence {i} of doc {doc}." for i in range(3))
+    kept = {d["doc_id"]: d["text"] for d in map(json.loads, (out / "long-queries" / "docs.jsonl").open())}
+    assert kept[doc] == " ".join(f"Sentence {i} of doc {doc}." for i in range(3, 7)) and kept["9"] == "One. Two."
+    assert (out / "long-queries" / "qrels.txt").read_text() == f"{qid} 0 {doc} 1\n"
+    assert json.loads((out / "short-documents" / "docs.jsonl").read_text())["text"] == "wing flow"
+    assert (out / "short-documents" / "qrels.txt").read_text() == "1 0 1 3\n"
+    abstracts = [d["text"] for d in map(json.loads, (out / "short-abstracts" / "docs.jsonl").open())]
+    assert sorted(len(text.split()) for text in abstracts) == [2, 35, 35, 40]  # cut at 40 words
+    assert figures["short-abstracts"]["median document words"] == 35

@@ -328,7 +328,7 @@ def test_born_again_rounds_continue_from_the_cached_first_round_and_teach_with_i
     with caplog.at_level(logging.INFO):
         again = fit.main(["--config", str(two), "--output_dir", str(tmp_path / "again")])
     assert "round 2 of 2: weights from the cache" in caplog.text and again == first
-    for bad, message in (({"rounds": 0}, r"pretrain.rounds must be positive; got 0"),
+    for bad, message in (({"rounds": 0}, r"pretrain.rounds must be >= 1; got 0"),
                          ({"student_weight": 1.0}, r"pretrain.student_weight must be in \(0, 1\); got 1.0")):
         with pytest.raises(ValueError, match=message):
             PretrainConfig(**{**stage, **bad})

@@ -25,8 +25,8 @@ from lightning.pytorch.plugins.io import CheckpointIO
 
 from ..data.collection import Collection, as_collection_config
 from ..losses import loss_class
-from ..model.cross_encoder import size_query_budget
-from ..model.tokenization import AUTO, TokenizationConfig
+from ..model.sizing import size_tokenization
+from ..model.tokenization import TokenizationConfig
 from ..run_directory import RunDirectory
 from ..training.checkpoint_io import AtomicCheckpointIO
 from ..training.datamodule import RerankDataModule
@@ -111,7 +111,7 @@ class RerankCLI(LightningCLI):
             raise ValueError(f"trainer.accumulate_grad_batches must be >= 1; got {accumulate}")
         if self._instantiate:
             config.trainer.precision = effective_precision(config.trainer.precision, config.trainer.accelerator)
-            self._size_query_budget()
+            self._size_tokenization()
 
     def _click_estimators(self) -> dict[str, str]:
         """Each click source of ``data.train`` and ``pretrain.train`` (``data.train[1]``) -> its estimator."""
@@ -121,15 +121,19 @@ class RerankCLI(LightningCLI):
                 for index, source in enumerate(as_source_configs([_plain(item) for item in listed or []], section))
                 if source.clicks is not None}
 
-    def _size_query_budget(self) -> None:
-        """``model.tokenization.max_query_length: auto`` -> a number, for the model and the data alike."""
+    def _size_tokenization(self) -> None:
+        """``model.tokenization``'s ``auto`` lengths -> numbers (:mod:`rerank.model.sizing`), once, for the model
+        and the data alike; rows read about what the teacher of the first source with one reads."""
         config = self.config
         tokenization = _plain(config.model.tokenization)
-        if not tokenization or tokenization.get("max_query_length") != AUTO:
+        if not tokenization or TokenizationConfig(**tokenization).resolved:
             return
         collection = Collection(as_collection_config(_plain(config.data.collection) or {}, "data.collection"))
-        sized = size_query_budget(TokenizationConfig(**tokenization), config.model.model_name,
-                                  collection.queries.values(), collection.name)
+        sources = as_source_configs([_plain(item) for item in config.data.train or []], "data.train")
+        teacher = next((source.teacher for source in sources if source.teacher is not None), None)
+        sized = size_tokenization(TokenizationConfig(**tokenization), config.model.model_name,
+                                  collection.queries.values(), collection.documents, collection.name,
+                                  teacher.max_length - 2 if teacher is not None else None)
         for section in (config.model, config.data):
             section.tokenization = Namespace(dataclasses.asdict(sized))
 

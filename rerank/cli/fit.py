@@ -53,7 +53,12 @@ def main(argv: list[str] | None = None) -> Metrics:
             with atomic_write(directory.config) as handle:
                 handle.write(cli.parser.dump(cli.config))
         if cli.config_init.pretrain is not None:
-            pretrain(cli.config_init.pretrain, model, data, cli.config.trainer.as_dict(), cli.config.seed_everything)
+            stage = pretrain(cli.config_init.pretrain, model, data, cli.config.trainer.as_dict(),
+                             cli.config.seed_everything)
+            if stage.max_steps != cli.config.pretrain.max_steps and trainer.is_global_zero:
+                cli.config.pretrain.max_steps = stage.max_steps  # the steps auto chose: a rerun trains the same
+                with atomic_write(directory.config) as handle:
+                    handle.write(cli.parser.dump(cli.config))
         # checkpoints hold tensors and plain values only: loaded without unpickling arbitrary objects
         trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path, weights_only=True)
         best = cli.config_init.checkpoint.best_model_path

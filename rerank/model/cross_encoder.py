@@ -23,14 +23,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
-from .tokenization import PairInputs, PairTokenizer, TokenizationConfig, query_lengths
+from .tokenization import PairInputs, PairTokenizer, TokenizationConfig
 
 logger = logging.getLogger(__name__)
 
@@ -187,25 +187,10 @@ def resolve_tokenization(name_or_path: str, tokenization: TokenizationConfig | N
     return saved_tokenization(config) or default_tokenization(load_tokenizer(name_or_path))
 
 
-def size_query_budget(tokenization: TokenizationConfig, name_or_path: str, queries: Collection[str],
-                      where: str) -> TokenizationConfig:
-    """``tokenization`` with ``max_query_length: auto`` resolved: for a model exported by rerank, the budget it was
-    trained with (it keeps its settings); else from ``queries`` (:meth:`TokenizationConfig.sized_for`), logged
-    with the queries' ``where``."""
-    if tokenization.resolved:
-        return tokenization
+def exported_tokenization(name_or_path: str) -> TokenizationConfig | None:
+    """The tokenization that a model exported by rerank was trained with (its ``config.json``), else None."""
     with _explained(name_or_path):
-        saved = saved_tokenization(AutoConfig.from_pretrained(name_or_path))
-    if saved is not None:
-        logger.info("model.tokenization.max_query_length auto: %d tokens, as %s was trained with",
-                    saved.max_query_length, name_or_path)
-        return dataclasses.replace(tokenization, max_query_length=saved.max_query_length)
-    lengths = query_lengths(load_tokenizer(name_or_path), list(queries))
-    sized = tokenization.sized_for(lengths)
-    logger.info("model.tokenization.max_query_length auto: %d tokens for the %d queries of %s (the longest has %d; "
-                "at most half of max_length %d)", sized.max_query_length, len(lengths), where, max(lengths, default=0),
-                tokenization.max_length)
-    return sized
+        return saved_tokenization(AutoConfig.from_pretrained(name_or_path))
 
 
 def max_over_passages(row_scores: Tensor, pair_of_row: Tensor, pairs: int) -> Tensor:

@@ -1,10 +1,8 @@
 """Tokenization of (query, document) pairs for the cross-encoder: ``[CLS] query [SEP] document [SEP]``.
 
 Queries are cut to ``max_query_length`` tokens, documents fill the rest of ``max_length``: a short query leaves
-its unused budget to the document. ``max_query_length: auto`` sizes the query budget from the collection's own
-queries (:meth:`TokenizationConfig.sized_for`: its longest query, at most half of each row, resolved before any
-work by the commands that train or score), and :func:`cut_queries` says how many queries a budget cuts and by how
-much (logged as a warning where a collection's queries meet the tokenization). Long documents are
+its unused budget to the document. ``auto`` lengths are sized from the collection's texts before any work, once
+(:mod:`rerank.model.sizing`). Long documents are
 either truncated to their first passage (default) or split into overlapping passages (``passages: maxp``,
 Dai and Callan, SIGIR 2019): windows of ``max_length`` tokens overlapping by ``stride`` tokens, at most
 ``max_passages`` per document, whose scores are max-pooled into the document's score
@@ -13,8 +11,6 @@ Dai and Callan, SIGIR 2019): windows of ``max_length`` tokens overlapping by ``s
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Literal
@@ -22,10 +18,13 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from ..checks import check_range
 from ..data.pinning import Pinnable
 
 PASSAGE_MODES = ("first", "maxp")
 AUTO = "auto"
+MIN_LENGTH = 64
+"""The shortest row that ``max_length: auto`` gives (:mod:`rerank.model.sizing`), and the smallest cap."""
 
 
 @dataclass
@@ -51,61 +50,57 @@ class TokenizationConfig:
     """How (query, document) pairs become rows: part of a model, kept with its export (``config.json``).
 
     Attributes:
-        max_length: tokens per row, special tokens included.
+        max_length: tokens per row, special tokens included; ``auto``: sized from the collection
+            (:func:`rerank.model.sizing.sized`): the query budget, plus what the teacher reads of 9 in 10 of its
+            documents (their 90th percentile in tokens, at most the teacher's row), rounded up to a multiple of 32,
+            within 64 and ``max_length_cap``.
         max_query_length: cap on query tokens (the document gets the rest of the row); ``auto``: the longest query
-            of the collection, at most ``max_length // 2`` (:meth:`sized_for`).
+            of the collection, at most half a row (:func:`rerank.model.sizing.sized`).
+        max_length_cap: the most an ``auto`` row may have (a step costs about in proportion to the row).
         passages: ``first`` (truncate the document) or ``maxp`` (overlapping passages, max-pooled).
         stride: overlap between consecutive passages, in tokens (``maxp``).
         max_passages: passages kept per document (``maxp``), from its start.
     """
 
-    max_length: int = 512
+    max_length: int | Literal["auto"] = 512
     max_query_length: int | Literal["auto"] = 64
     passages: str = "first"
     stride: int = 64
     max_passages: int = 4
+    max_length_cap: int = 256
 
     def __post_init__(self) -> None:
         if self.passages not in PASSAGE_MODES:
             raise ValueError(f"passages must be one of {', '.join(PASSAGE_MODES)}; got {self.passages!r}")
-        query = self.max_length // 2 if self.max_query_length == AUTO else self.max_query_length
-        if not isinstance(query, int) or not 0 < query < self.max_length - 3:
+        check_range("max_length_cap", self.max_length_cap, MIN_LENGTH)
+        length = self.max_length_cap if self.max_length == AUTO else self.max_length
+        if not isinstance(length, int) or length < 8:
+            raise ValueError(f"max_length must be auto or a number of tokens >= 8; got {self.max_length!r}")
+        query = length // 2 if self.max_query_length == AUTO else self.max_query_length
+        if not isinstance(query, int) or not 0 < query < length - 3:
             raise ValueError(f"max_query_length must be auto or lie in 1..max_length-4; got {self.max_query_length!r}"
                              f" with max_length {self.max_length}")
-        if self.passages == "maxp" and not 0 <= self.stride < self.max_length - query - 3:
+        if self.passages == "maxp" and not 0 <= self.stride < length - query - 3:
             raise ValueError(f"stride must be smaller than the passage length; got {self.stride}")
-        if self.max_passages < 1:
-            raise ValueError(f"max_passages must be positive; got {self.max_passages}")
+        check_range("max_passages", self.max_passages, 1)
 
     @property
     def resolved(self) -> bool:
-        """Whether the query budget is a number (``auto`` is sized by :meth:`sized_for` first)."""
-        return self.max_query_length != AUTO
+        """Whether the row and the query budget are numbers (``auto`` is sized first: rerank.model.sizing)."""
+        return AUTO not in (self.max_length, self.max_query_length)
+
+    @property
+    def sizes_rows(self) -> bool:
+        """Whether the row length is ``auto`` (sized from the documents as well as the queries)."""
+        return self.max_length == AUTO
 
     def check_resolved(self) -> TokenizationConfig:
-        """This tokenization, or a ValueError when its query budget is still ``auto``."""
+        """This tokenization, or a ValueError when its row or query budget is still ``auto``."""
         if not self.resolved:
-            raise ValueError("model.tokenization.max_query_length auto must be sized from a collection's queries "
-                             "first (TokenizationConfig.sized_for; rerank fit and predict do it): give a number here")
+            raise ValueError("model.tokenization.max_length and max_query_length auto must be sized from a "
+                             "collection first (rerank.model.sizing; rerank fit and predict do it): give numbers here")
         return self
 
-    def sized_for(self, query_lengths: Sequence[int]) -> TokenizationConfig:
-        """This tokenization with an ``auto`` query budget resolved from the collection's queries (their lengths in
-        tokens, :func:`query_lengths`): the longest of them, at most ``max_length // 2``, so that no query is cut
-        unless one would take more than half of a row; a numeric budget is kept."""
-        if self.resolved:
-            return self
-        budget = min(max(query_lengths, default=1), self.max_length // 2)
-        return dataclasses.replace(self, max_query_length=max(budget, 1))
-
-
-def query_lengths(tokenizer: object, queries: Sequence[str], batch: int = 4096) -> list[int]:
-    """Each query's length in tokens (without special tokens), tokenized in batches."""
-    lengths: list[int] = []
-    for start in range(0, len(queries), batch):
-        encoded = tokenizer(list(queries[start: start + batch]), add_special_tokens=False)["input_ids"]
-        lengths += [len(ids) for ids in encoded]
-    return lengths
 
 
 def head(text: str, words: int) -> str:
@@ -115,18 +110,6 @@ def head(text: str, words: int) -> str:
     not grow with the document."""
     parts = text.split(None, words)
     return text if len(parts) <= words else text[: len(text) - len(parts[-1])]
-
-
-def cut_queries(lengths: Sequence[int], budget: int, where: str) -> str | None:
-    """A warning naming how many of the queries of ``where`` a query budget of ``budget`` tokens cuts and by how
-    much, or None when it cuts none."""
-    cuts = [length - budget for length in lengths if length > budget]
-    if not cuts:
-        return None
-    return (f"{where}: {len(cuts)} of {len(lengths)} queries are longer than model.tokenization.max_query_length "
-            f"({budget} tokens) and are cut, by {min(cuts)} to {max(cuts)} tokens (mean {sum(cuts) / len(cuts):.1f}): "
-            "the cross-encoder does not read those words; raise model.tokenization.max_length to keep them "
-            "(max_query_length: auto gives queries up to half of it)")
 
 
 @dataclass

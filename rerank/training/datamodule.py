@@ -44,7 +44,8 @@ from ..data.folds import SPLITS, FoldsConfig, Split, make_split
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run, write_first_stage_run
 from ..model.cross_encoder import load_tokenizer, resolve_tokenization
-from ..model.tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
+from ..model.sizing import cut_queries, query_lengths
+from ..model.tokenization import PairTokenizer, TokenizationConfig
 from ..run_directory import RunDirectory
 from ..teacher import TeacherRuns
 from .batches import EvaluationCollator, TrainingCollator
@@ -182,8 +183,8 @@ class RerankDataModule(pl.LightningDataModule):
             self.collection.qrels  # noqa: B018
         if self._reads_first_stage_run():
             self._write_first_stage_run()
-        if not self.training and self._fits():  # kept for setup (the same process): lists are made once
-            self.training = self._resolve_sources()
+        if self._fits():  # kept for setup (the same process): lists are made once
+            self.training_sources()
 
     def _write_first_stage_run(self) -> None:
         """The first-stage run into the run directory: BM25's from the cache (:func:`cached_run`: retrieved once for
@@ -221,9 +222,7 @@ class RerankDataModule(pl.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None):
-            if not self.training:  # a process that did not prepare the data (another rank of its node)
-                self.training = self._resolve_sources()
-            for source in self.training:
+            for source in self.training_sources():  # made here by a process that did not prepare the data
                 self._check_query_budget(source.lists, source.name)
 
     def _check_query_budget(self, lists: CandidateLists, where: str) -> None:
@@ -235,6 +234,13 @@ class RerankDataModule(pl.LightningDataModule):
         warning = cut_queries(lengths, self.tokenization.max_query_length, where)
         if warning:
             logger.warning(warning)
+
+    def training_sources(self) -> list[TrainingSource]:
+        """The training sources' lists, made once (their candidates, pseudo-queries and teacher scores cached on the
+        way; the training folds' need the first-stage run that ``prepare_data`` writes)."""
+        if not self.training:
+            self.training = self._resolve_sources()
+        return self.training
 
     def _resolve_sources(self) -> list[TrainingSource]:
         uses_folds = any(source.uses_judgments for source in self.sources)

@@ -323,6 +323,9 @@ class RerankModule(pl.LightningModule):
                 metrics |= {f"val/fusion_weight_{name}": weight for name, weight in zip(FUSED, self.fusion_weights)}
                 metrics[f"val/fused_{selection}"] = figures["fused"]
         self.deployment = self._deployment(figures, teacher.config if teacher is not None else None)
+        if self.trainer.is_global_zero:
+            logger.info("validation, epoch %d, %s: %s", self.current_epoch, selection,
+                        ", ".join(f"{name} {value:.4f}" for name, value in figures.items()))
         self.log_dict(metrics, prog_bar=False)
         self._write_run(reranker, "validation")
 

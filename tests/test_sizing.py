@@ -1,5 +1,5 @@
-"""The query budget: ``max_query_length: auto`` sized from the collection's queries, and the warning that says how
-many queries a budget cuts and by how much."""
+"""Rows sized to the collection: ``max_length: auto`` and ``max_query_length: auto`` (rerank.model.sizing), and the
+warning that says how many queries a budget cuts and by how much."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 from helpers import WORDS, tiny_bert
 
 from rerank.cli.arguments import RerankCLI
-from rerank.model.cross_encoder import CrossEncoderModel, load_tokenizer, size_query_budget
-from rerank.model.tokenization import PairTokenizer, TokenizationConfig, cut_queries, query_lengths
+from rerank.model.cross_encoder import CrossEncoderModel, load_tokenizer
+from rerank.model.sizing import cut_queries, percentile, query_lengths, size_tokenization, sized
+from rerank.model.tokenization import PairTokenizer, TokenizationConfig
 from rerank.training.datamodule import RerankDataModule
 
 QUERIES = {"1": "wind tunnel", "2": " ".join(WORDS), "3": " ".join(WORDS[:6])}  # 2, 10 and 6 tokens
@@ -20,19 +21,35 @@ QUERIES = {"1": "wind tunnel", "2": " ".join(WORDS), "3": " ".join(WORDS[:6])}  
 
 def test_auto_is_the_longest_query_at_most_half_a_row() -> None:
     auto = TokenizationConfig(max_length=32, max_query_length="auto")
-    assert auto.sized_for([2, 10, 6]).max_query_length == 10
-    assert auto.sized_for([2, 40]).max_query_length == 16  # the document keeps half of each row
-    assert auto.sized_for([]).max_query_length == 1
+    assert sized(auto, [2, 10, 6]).max_query_length == 10
+    assert sized(auto, [2, 40]).max_query_length == 16  # the document keeps half of each row
+    assert sized(auto, []).max_query_length == 1
     numeric = TokenizationConfig(max_length=32, max_query_length=8)
-    assert numeric.sized_for([40]) is numeric
+    assert sized(numeric, [40]) is numeric
     with pytest.raises(ValueError, match="max_query_length must be auto or lie in 1..max_length-4"):
         TokenizationConfig(max_length=32, max_query_length="long")
+
+
+def test_an_auto_row_reads_what_the_teacher_reads_of_nine_documents_in_ten_within_the_cap() -> None:
+    auto = TokenizationConfig(max_length="auto", max_query_length="auto")
+    documents = [10 * length for length in range(1, 11)]  # 10 .. 100 tokens: the 90th percentile is 90
+    assert percentile(documents, 0.9) == 90 and percentile([], 0.9) == 0 and percentile([7], 0.9) == 7
+    # 20 (the longest query) + 90 + 3 special tokens = 113, rounded up to a multiple of 32
+    assert (sized(auto, [5, 20], documents).max_length, sized(auto, [5, 20], documents).max_query_length) == (128, 20)
+    assert sized(auto, [5, 20], documents, teacher_reads=40).max_length == 64  # 20 + 40 + 3: the teacher reads 40
+    assert sized(auto, [5, 20], [4]).max_length == 64  # never below 64
+    assert sized(auto, [5, 300], [1000]).max_length == 256  # the cap; the query takes at most half of it
+    assert sized(auto, [5, 300], [1000]).max_query_length == 128
+    capped = TokenizationConfig(max_length="auto", max_query_length=8, max_length_cap=96)
+    assert (sized(capped, [50], [500]).max_length, sized(capped, [50], [500]).max_query_length) == (96, 8)
+    with pytest.raises(ValueError, match="max_length_cap must be >= 64; got 32"):
+        TokenizationConfig(max_length="auto", max_length_cap=32)
 
 
 def test_an_unsized_budget_is_refused_where_pairs_are_made(tmp_path: Path) -> None:
     auto = TokenizationConfig(max_length=32, max_query_length="auto")
     tokenizer = load_tokenizer(str(tiny_bert(tmp_path / "bert")))
-    with pytest.raises(ValueError, match="max_query_length auto must be sized from a collection's queries"):
+    with pytest.raises(ValueError, match="max_length and max_query_length auto must be sized from a collection"):
         PairTokenizer(tokenizer, auto)
 
 
@@ -73,10 +90,12 @@ def test_fit_sizes_an_auto_budget_from_the_collection_for_the_model_and_the_data
     cli = built(tmp_path, collection, "--model.tokenization.max_query_length", "auto")
     assert cli.model.model.tokenization.max_query_length == 10  # the longest of the three queries
     assert cli.datamodule.tokenization == cli.model.model.tokenization
-    assert "max_query_length auto: 10 tokens for the 3 queries of" in caplog.text
-    cli.model.model.save_pretrained(str(tmp_path / "export"))  # an export keeps the budget it was trained with
-    auto = TokenizationConfig(max_length=24, max_query_length="auto")
-    assert size_query_budget(auto, str(tmp_path / "export"), ["one"], "x").max_query_length == 10
+    assert "model.tokenization auto: rows of 24 tokens (max_length 24), queries up to 10 (the longest of the 3 of" in (
+        caplog.text)
+    cli.model.model.save_pretrained(str(tmp_path / "export"))  # an export keeps the lengths it was trained with
+    auto = TokenizationConfig(max_length="auto", max_query_length="auto")
+    kept = size_tokenization(auto, str(tmp_path / "export"), ["one"], None, "x")
+    assert (kept.max_length, kept.max_query_length) == (24, 10)
     assert CrossEncoderModel.from_pretrained(str(tmp_path / "export")).tokenization.max_query_length == 10
 
 
@@ -89,3 +108,16 @@ def test_queries_cut_by_the_budget_are_reported_once_per_split(tmp_path: Path, c
     warnings = [record.getMessage() for record in caplog.records if record.levelno == logging.WARNING]
     cut = [message for message in warnings if "longer than model.tokenization.max_query_length (4 tokens)" in message]
     assert len(cut) == 1 and cut[0].startswith(f"the test queries of {Path(collection['docs']).parent.name}: ")
+
+
+def test_fit_sizes_auto_rows_from_the_documents_and_the_teacher(tmp_path: Path, collection: dict[str, str],
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    teacher = json.dumps([{"targets": "both", "teacher": {"bi_encoder": "a/bi-encoder", "max_length": 10}}])
+    cli = built(tmp_path, collection, "--model.tokenization.max_length", "auto",
+                "--model.tokenization.max_query_length", "auto", "--data.train", teacher)
+    # queries up to 10 tokens; the documents all have 10 (their 90th percentile), of which the teacher reads 8:
+    # 10 + 8 + 3 = 21, below the floor of 64
+    assert (cli.model.model.tokenization.max_length, cli.model.model.tokenization.max_query_length) == (64, 10)
+    assert cli.datamodule.tokenization == cli.model.model.tokenization
+    assert "documents: 9 in 10 of 10 have at most 10 tokens, the teacher reads 8, the cap is 256" in caplog.text
