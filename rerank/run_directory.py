@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import atomic_write
+from .errors import UserError
 
 FUSIONS = ("interpolated", "fused")
 """The systems that mix the re-ranker's scores with others' (:mod:`rerank.interpolation`), with their weights."""
@@ -170,7 +171,7 @@ def claimed(root: Path, command: str, keep: Callable[[], bool] = lambda: True) -
     (``keep()`` false): a mistake found while preparing leaves no trace.
 
     Raises:
-        RuntimeError: another live process holds ``root``, with its host, process id, command and start time.
+        UserError: another live process holds ``root``, with its host, process id, command and start time.
     """
     created = not root.exists()
     root.mkdir(parents=True, exist_ok=True)
@@ -184,7 +185,7 @@ def claimed(root: Path, command: str, keep: Callable[[], bool] = lambda: True) -
             holder = _holder(lock)
             if (holder is not None and not _gone(holder)) or (holder is None and _recent(lock)):
                 holder = holder or {}
-                raise RuntimeError(
+                raise UserError(
                     f"{root} is being written by {holder.get('command', 'another rerank command')} (process "
                     f"{holder.get('pid')} on {holder.get('host')}, since {holder.get('started')}): give another "
                     f"--output_dir, or wait until it ends (if it is gone, remove {lock})") from None

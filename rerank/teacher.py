@@ -35,6 +35,7 @@ from safetensors.torch import save
 
 from .atomic import atomic_write
 from .cache import cache_path, file_digest
+from .checks import check_range
 from .data.collection import Documents
 from .data.trec import Run, read_run, write_run
 from .interpolation import interpolate, standardise
@@ -74,13 +75,9 @@ class TeacherConfig:
         if (self.run is None) == (self.bi_encoder is None):
             raise ValueError("teacher: give either run (a TREC run with scores) or bi_encoder (a sentence-transformers "
                              f"model), not {'both' if self.run else 'neither'}")
-        if self.max_length < 1:
-            raise ValueError(f"teacher.max_length must be positive; got {self.max_length}")
-        if not 0 <= self.first_stage_weight < 1:
-            raise ValueError(f"teacher.first_stage_weight must be in [0, 1) (0: the teacher alone); got "
-                             f"{self.first_stage_weight}")
-        if not 0 < self.student_weight < 1:
-            raise ValueError(f"teacher.student_weight must be in (0, 1); got {self.student_weight}")
+        check_range("teacher.max_length", self.max_length, 1)
+        check_range("teacher.first_stage_weight", self.first_stage_weight, 0, below=1)  # 0: the teacher alone
+        check_range("teacher.student_weight", self.student_weight, above=0, below=1)
         if self.student_precision not in PRECISIONS:
             raise ValueError(f"teacher.student_precision must be one of {', '.join(PRECISIONS)}; got "
                              f"{self.student_precision!r}")

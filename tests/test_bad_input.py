@@ -94,8 +94,8 @@ ROWS = [
      "data.list_size 1: the loss head 'smoothi_ndcg' (model.loss) compares candidates"),
     ("re-rank depth beyond the first stage's", "fit", ["--data.rerank_depth", "10"],
      "data.rerank_depth (10) exceeds data.first_stage.retrieval_depth (5)"),
-    ("batch size 0", "fit", ["--data.batch_size", "0"], "data.batch_size must be positive"),
-    ("two folds", "fit", ["--data.folds.count", "2"], "folds.count must be at least 3"),
+    ("batch size 0", "fit", ["--data.batch_size", "0"], "data.batch_size must be >= 1; got 0"),
+    ("two folds", "fit", ["--data.folds.count", "2"], "folds.count must be >= 3; got 2"),
     ("gradient accumulation 0", "fit", ["--trainer.accumulate_grad_batches", "0"], "accumulate_grad_batches"),
     ("a source weight of 0", "fit", ["--data.train", '[{"weight": 0}]'], "data.train[0]: weight must be > 0"),
     ("an unknown loss", "fit", ["--model.loss", "smoothi"], "unknown loss 'smoothi'"),
@@ -236,6 +236,27 @@ def test_the_debug_switch_raises_the_error_with_its_traceback(files: Files, monk
     monkeypatch.setenv("RERANK_DEBUG", "1")
     with pytest.raises(ValueError, match=r"model.encoder_lr must be > 0"):
         run(cli.main, files.arguments("fit", "--model.encoder_lr=-1"))
+
+
+def test_a_bug_shows_its_traceback_and_asks_for_a_report(capsys: pytest.CaptureFixture) -> None:
+    from rerank.cli.errors import BUG, run
+    from rerank.errors import UserError
+
+    def shape_mismatch(argv: list[str] | None) -> None:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)")  # as torch says it
+
+    with pytest.raises(SystemExit) as exited:
+        run(shape_mismatch)
+    error = capsys.readouterr().err
+    assert exited.value.code == 1 and "Traceback (most recent call last)" in error and "shape_mismatch" in error
+    assert error.rstrip().endswith(BUG) and "error:" not in error
+
+    def in_use(argv: list[str] | None) -> None:
+        raise UserError("runs/x is being written by rerank fit (process 7 on vm): give another --output_dir")
+
+    with pytest.raises(SystemExit) as exited:
+        run(in_use)
+    assert exited.value.code == 2 and "Traceback" not in capsys.readouterr().err
 
 
 LATIN1 = "é".encode("latin-1")  # 0xe9: a Latin-1 file read as UTF-8

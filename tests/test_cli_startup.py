@@ -9,6 +9,7 @@ import contextlib
 import importlib
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from helpers import REPO
 import rerank
 from rerank.cli import COMMANDS, schema
 from rerank.cli.arguments import RerankCLI
+from rerank.cli.commands import HELP_ALL, READS
 
 HEAVY = ("torch", "lightning", "transformers")
 PROBE = f"""
@@ -64,9 +66,27 @@ def test_every_public_name_is_exported_lazily() -> None:
 @pytest.mark.skipif(not schema.current(), reason="the stored help was made with other library versions")
 @pytest.mark.parametrize("command", list(COMMANDS))
 def test_command_help_is_the_stored_text_without_torch(command: str) -> None:
+    status, printed, _ = probe(command, HELP_ALL)
+    assert status == {"code": 0, "loaded": []}
+    assert printed + "\n" == (schema.HELP / f"{command}.txt").read_text()  # every option the parser accepts
     status, printed, _ = probe(command, "--help")
     assert status == {"code": 0, "loaded": []}
-    assert printed + "\n" == (schema.HELP / f"{command}.txt").read_text()
+    assert printed + "\n" == schema.help_text(command)  # the options the command reads
+
+
+@pytest.mark.skipif(not schema.current(), reason="the stored help was made with other library versions")
+@pytest.mark.parametrize("command", list(READS))
+def test_a_commands_help_shows_the_options_it_reads_and_the_rest_behind_help_all(command: str) -> None:
+    shown, every = schema.help_text(command), schema.help_text(command, every=True)
+    assert len(shown.splitlines()) < 120 < len(every.splitlines())
+    accepted = set(schema.stored()["commands"][command]["options"])
+    assert all(read in accepted or f"  {read} " in shown for read in READS[command])  # the table names real ones
+    names = {name.removesuffix(".help") for name in re.findall(r"^  (?:-\w \S+, )?--([\w.]+)", shown, re.M)}
+    assert {read for read in READS[command] if read in accepted} <= names  # each one shown...
+    for name in names - set(schema.ALWAYS):  # ...and only those (and their sub-options)
+        assert any(name == read or name.startswith(f"{read}.") for read in READS[command]), name
+    assert "--trainer.max_epochs" not in shown and "--trainer.max_epochs" in every
+    assert f"rerank {command} {HELP_ALL} lists them all." in " ".join(shown.split())
 
 
 def test_the_command_list_and_option_mistakes_answer_without_torch(tmp_path: Path) -> None:

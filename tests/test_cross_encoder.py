@@ -180,5 +180,5 @@ def test_frozen_embeddings_keep_their_weights_while_the_rest_trains(tmp_path: Pa
     changed = {name for name, parameter in module.model.named_parameters() if not torch.equal(parameter, before[name])}
     assert changed and not any(".embeddings." in name for name in changed)
     assert any(".encoder." in name for name in changed)
-    with pytest.raises(ValueError, match=r"model.encoder_dropout must lie in \[0, 1\); got 1.0"):
+    with pytest.raises(ValueError, match=r"model.encoder_dropout must be in \[0, 1\); got 1.0"):
         RerankModule(model_name=str(tmp_path / "bert"), encoder_dropout=1.0)

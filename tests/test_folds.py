@@ -43,7 +43,7 @@ def test_kfold_is_seeded_and_partitions_the_queries() -> None:
 def test_explicit_lists_and_errors() -> None:
     split = make_split(FoldsConfig(scheme="explicit", lists=[["1"], ["2"], ["3"]], test=1), [])
     assert (split.train, split.validation, split.test) == (["2"], ["3"], ["1"])
-    with pytest.raises(ValueError, match="folds.test must lie in 1..3"):
+    with pytest.raises(ValueError, match=r"folds.test must be in \[1, 3\]"):
         make_split(FoldsConfig(scheme="explicit", lists=[["1"], ["2"], ["3"]], test=4), [])
     with pytest.raises(ValueError, match="folds.scheme must be one of"):
         FoldsConfig(scheme="random")

@@ -246,7 +246,7 @@ def test_registry_names_and_errors() -> None:
     with pytest.raises(ValueError, match="no parameter beta.*alpha, delta"):
         build("smoothi_ndcg", beta=1.0)
     for delta in (0.0, 0.5, -0.1):
-        with pytest.raises(ValueError, match=r"delta must lie in \(0, 0.5\)"):
+        with pytest.raises(ValueError, match=r"delta must be in \(0, 0.5\)"):
             build("smoothi_ndcg", delta=delta)
     with pytest.raises(ValueError, match="gain must be one of"):
         build("softndcg", gain="cubic")

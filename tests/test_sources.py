@@ -180,7 +180,7 @@ def test_pseudo_queries_per_document_add_the_next_sentences_of_the_body(tmp_path
     several = pseudo_queries(cranfield, PseudoQueryConfig(count=45, per_document=4))
     assert len(several) == 45 and len({q.doc_id for q in several}) < 45  # count is exact, documents give several
     assert several[:12] == pseudo_queries(cranfield, PseudoQueryConfig(count=12, per_document=4))
-    with pytest.raises(ValueError, match=r"pretrain.train\[0\]: pseudo.per_document must be positive; got 0"):
+    with pytest.raises(ValueError, match=r"pretrain.train\[0\]: pseudo.per_document must be >= 1; got 0"):
         as_source_config({"queries": "pseudo", "pseudo": {"per_document": 0}}, "pretrain.train[0]")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from .commands import COMMANDS, MODULES
+from .commands import COMMANDS, HELP_ALL, MODULES
 from .errors import run
 
 HELP = ("-h", "--help")
@@ -44,9 +44,13 @@ def dispatch(command: str, options: list[str]) -> None:
     from . import schema
     from .configs import resolve_configs
 
-    if len(options) == 1 and options[0] in HELP and (text := schema.help_text(command)) is not None:
-        print(text, end="")
-        return
+    every = HELP_ALL in options  # every option the command accepts, not only those it reads
+    if every or (len(options) == 1 and options[0] in HELP):
+        text = schema.help_text(command, every)
+        if text is not None:
+            print(text, end="")
+            return
+        options = ["--help"]  # the parser's own (every option), where the stored text may differ from it
     if not any(option in HELP for option in options):
         schema.check(command, resolve_configs(options))
     importlib.import_module(f"{__name__}.{MODULES.get(command, command)}").main(options)

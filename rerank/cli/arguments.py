@@ -23,14 +23,14 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
+from ..checks import check_range
 from ..data.collection import Collection, as_collection_config
-from ..losses import loss_class
 from ..model.sizing import size_tokenization
 from ..model.tokenization import TokenizationConfig
 from ..run_directory import RunDirectory
 from ..training.checkpoint_io import AtomicCheckpointIO
 from ..training.datamodule import RerankDataModule
-from ..training.lightning_module import RerankModule, check_click_head, check_list_size
+from ..training.lightning_module import RerankModule
 from ..training.precision import effective_precision
 from ..training.pretraining import PretrainConfig
 from ..training.progress import progress_callbacks
@@ -100,26 +100,15 @@ class RerankCLI(LightningCLI):
             self._command_arguments(parser)
 
     def before_instantiate_classes(self) -> None:
-        """Checks that span sections, before anything is built (the classes check their own options), the
-        precision the Trainer runs in on this machine (:mod:`rerank.training.precision`) and an ``auto`` query budget
-        sized from the collection's queries."""
+        """Before anything is built (the classes check their own options; the checks that span model and data are
+        :mod:`rerank.training.checks`'): the precision the Trainer runs in on this machine
+        (:mod:`rerank.training.precision`) and the ``auto`` lengths sized from the collection
+        (:mod:`rerank.model.sizing`)."""
         config = self.config
-        check_list_size(config.data.list_size, config.model.loss, loss_class(_plain(config.model.loss)))
-        check_click_head(config.model.click_loss, loss_class(_plain(config.model.click_loss)), self._click_estimators())
-        accumulate = config.trainer.accumulate_grad_batches
-        if not accumulate >= 1:
-            raise ValueError(f"trainer.accumulate_grad_batches must be >= 1; got {accumulate}")
+        check_range("trainer.accumulate_grad_batches", config.trainer.accumulate_grad_batches, 1)
         if self._instantiate:
             config.trainer.precision = effective_precision(config.trainer.precision, config.trainer.accelerator)
             self._size_tokenization()
-
-    def _click_estimators(self) -> dict[str, str]:
-        """Each click source of ``data.train`` and ``pretrain.train`` (``data.train[1]``) -> its estimator."""
-        config = self.config
-        sections = {"data.train": config.data.train, "pretrain.train": (_plain(config.pretrain) or {}).get("train")}
-        return {f"{section}[{index}]": source.clicks.estimator for section, listed in sections.items()
-                for index, source in enumerate(as_source_configs([_plain(item) for item in listed or []], section))
-                if source.clicks is not None}
 
     def _size_tokenization(self) -> None:
         """``model.tokenization``'s ``auto`` lengths -> numbers (:mod:`rerank.model.sizing`), once, for the model

@@ -15,3 +15,15 @@ COMMANDS = {
     "interleave": "compare two runs by team-draft interleaving with simulated clicks",
 }
 MODULES = {"bm25": "first_stage"}
+READS = {
+    "bm25": ("output_dir", "data.collection", "data.first_stage", "model.metrics"),
+    "teacher": ("output_dir", "run", "teacher", "data.collection", "data.first_stage", "data.rerank_depth",
+                "model.metrics"),
+    "compare": ("systems", "qrels", "alpha", "output", "data.collection"),
+    "clicks": ("output_dir", "run", "clicks", "data.collection", "data.first_stage", "data.folds"),
+    "interleave": ("output_dir", "run_a", "run_b", "clicks", "data.collection", "data.folds"),
+}
+"""The options each command reads (and their sub-options), where it reads fewer than it accepts: ``--help`` shows
+these; ``--help-all`` every option of the shared config, which every command accepts (the commands that train or
+score, absent here, read them all)."""
+HELP_ALL = "--help-all"

@@ -26,6 +26,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from ..data.collection import Collection, as_collection_config
 from ..data.folds import FoldsConfig
 from ..data.trec import Qrels, Run, read_run, write_run
+from ..errors import UserError
 from ..evaluation import evaluate, paired_p
 from ..logs import configure_logging
 from ..run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             logger.info("fold %d: %s", fold, " ".join(command))
             done = subprocess.run(command)
             if done.returncode != 0:
-                raise RuntimeError(f"fold {fold} failed (exit {done.returncode}); rerun the same command to resume")
+                raise UserError(f"fold {fold} failed (exit {done.returncode}; its error is above); mend it and rerun "
+                                "the same command to resume")
         collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
         measure = cli.config.model.selection_metric
         report = summarise(folder, folds, collection.qrels, measure)

@@ -29,6 +29,7 @@ from ..export import card_metrics, export
 from ..logs import configure_logging
 from ..run_directory import Metrics, RunDirectory
 from ..training.pretraining import pretrain
+from ..training.sources import as_source_configs
 from .arguments import RerankCLI
 from .errors import run
 from .summary import fit_summary, show
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> Metrics:
     cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)
     directory = RunDirectory(Path(cli.config.output_dir))
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
+    stage = as_source_configs(cli.config_init.pretrain.train, "pretrain.train") if cli.config_init.pretrain else []
+    model.check_data(data.list_size, {"data.train": data.sources, "pretrain.train": stage})  # before any work
     with directory.claimed("rerank fit") if trainer.is_global_zero else contextlib.nullcontext():
         if trainer.is_global_zero:
             with atomic_write(directory.config) as handle:

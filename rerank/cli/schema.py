@@ -25,7 +25,9 @@ import difflib
 import json
 import math
 import platform
+import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from functools import cache
 from importlib.metadata import PackageNotFoundError, version
@@ -34,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from .commands import HELP_ALL, READS
 from .configs import CONFIG_OPTIONS, config_files, read_config, settings
 
 SCHEMA = Path(__file__).with_name("schema.json")
@@ -92,10 +95,52 @@ def current() -> bool:
     return schema is not None and schema["versions"] == installed_versions()
 
 
-def help_text(command: str) -> str | None:
-    """The command's ``--help``, as its parser prints it, or None where the stored one may differ from it."""
+def help_text(command: str, every: bool = False) -> str | None:
+    """The command's ``--help``: the options it reads (:data:`~rerank.cli.commands.READS`), or with ``every`` all
+    those its parser accepts, as the parser prints them; None where the stored text may differ from the parser's."""
     path = HELP / f"{command}.txt"
-    return path.read_text(encoding="utf-8") if current() and path.is_file() else None
+    if not (current() and path.is_file()):
+        return None
+    text = path.read_text(encoding="utf-8")
+    return text if every or command not in READS else reading(text, command, READS[command])
+
+
+ALWAYS = ("help", "config", "print_config")
+"""The options every command's ``--help`` shows."""
+
+
+def reading(text: str, command: str, reads: tuple[str, ...]) -> str:
+    """``text`` (a parser's help) with only the option entries of ``reads`` (options and their sub-options) and of
+    :data:`ALWAYS`, in their groups, under a short usage line; then how to see the rest."""
+    kept = [f"usage: rerank {command} [--config CONFIG] [options below]", ""]
+    blocks = text.split("\n\n")
+    kept += [blocks[1], ""]  # the description
+    for block in blocks[2:]:
+        lines = block.splitlines()
+        if not lines or lines[0].startswith(" "):
+            continue
+        entries: list[list[str]] = []
+        for line in lines[1:]:
+            if (line.startswith("  ") and not line.startswith("    ")) or not entries:
+                entries.append([line])
+            else:
+                entries[-1].append(line)
+        shown = [entry for entry in entries if _reads(entry[0], reads)]
+        if shown:
+            kept += [lines[0], *(line for entry in shown for line in entry), ""]
+    kept.append(textwrap.fill(f"rerank {command} reads the options above; it accepts every option of the shared config "
+                              f"(one YAML serves every command) and ignores the others: rerank {command} {HELP_ALL} "
+                              "lists them all.", 80))
+    return "\n".join(kept) + "\n"
+
+
+def _reads(first_line: str, reads: tuple[str, ...]) -> bool:
+    """Whether a help entry (its first line) is of an option in ``reads`` or :data:`ALWAYS`, or a positional one."""
+    names = re.findall(r"--([\w.]+)", first_line)
+    if not names:
+        return bool(re.match(r"^  [a-z]", first_line)) and "-->" not in first_line  # a positional argument
+    name = names[-1].removesuffix(".help")
+    return name in ALWAYS or any(name == option or name.startswith(f"{option}.") for option in reads)
 
 
 def check(command: str, argv: list[str]) -> None:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..checks import check_range
+
 MODELS = ("pbm", "cascade", "dbn")
 
 
@@ -50,13 +52,11 @@ class ClickModelConfig:
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"clicks.model must be one of {', '.join(MODELS)}; got {self.model!r}")
-        if self.eta < 0:
-            raise ValueError(f"clicks.eta must be >= 0; got {self.eta}")
+        check_range("clicks.eta", self.eta, 0)
         if not 0 <= self.noise <= self.top <= 1:
             raise ValueError(f"clicks.noise and clicks.top must satisfy 0 <= noise <= top <= 1; got noise "
                              f"{self.noise}, top {self.top}")
-        if not 0 <= self.gamma <= 1:
-            raise ValueError(f"clicks.gamma must be in [0, 1]; got {self.gamma}")
+        check_range("clicks.gamma", self.gamma, 0, 1)
 
 
 def attractiveness(grades: np.ndarray, max_grade: int, config: ClickModelConfig) -> np.ndarray:

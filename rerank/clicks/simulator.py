@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..checks import check_range
 from ..data.candidates import CandidateLists
 from ..data.collection import Collection
 from ..data.folds import FoldsConfig, make_split
@@ -53,10 +54,8 @@ class ClickSimulationConfig:
         if isinstance(self.click_model, Mapping):
             self.click_model = ClickModelConfig(**self.click_model)
         for name in ("impressions", "depth"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"clicks.{name} must be positive; got {getattr(self, name)}")
-        if self.zipf < 0:
-            raise ValueError(f"clicks.zipf must be >= 0; got {self.zipf}")
+            check_range(f"clicks.{name}", getattr(self, name), 1)
+        check_range("clicks.zipf", self.zipf, 0)
         if self.queries not in ("train", "all"):
             raise ValueError(f"clicks.queries must be train or all; got {self.queries!r}")
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from ..checks import check_range
 from ..data.trec import Run
 from .log import ClickLogError, read_click_log
 from .models import examination
@@ -61,8 +62,7 @@ class ClickTargetConfig:
             raise ValueError("clicks.estimator ips needs the propensities: clicks.eta (the position-based model's) "
                              "or clicks.propensities (a list, or a clicks.json of rerank clicks --clicks.swap true), "
                              f"not {'both' if self.eta is not None else 'neither'}")
-        if not 0 < self.clip <= 1:
-            raise ValueError(f"clicks.clip must be in (0, 1]; got {self.clip}")
+        check_range("clicks.clip", self.clip, above=0, maximum=1)
         if isinstance(self.propensities, list) and not all(p > 0 for p in self.propensities):
             raise ValueError(f"clicks.propensities must all be > 0; got {self.propensities}")
 

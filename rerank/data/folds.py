@@ -17,6 +17,8 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from ..checks import check_range
+
 SCHEMES = ("robust04", "kfold", "explicit")
 SPLITS = ("train", "validation", "test")
 ROBUST04_FOLD_COUNT = 5
@@ -55,10 +57,9 @@ class FoldsConfig:
             raise ValueError(f"folds.scheme must be one of {', '.join(SCHEMES)}; got {self.scheme!r}")
         if self.scheme == "explicit" and len(self.lists) < 3:
             raise ValueError("folds.lists: the explicit scheme needs at least 3 lists of query ids")
-        if self.scheme == "kfold" and self.count < 3:
-            raise ValueError(f"folds.count must be at least 3 (train, validation, test); got {self.count}")
-        if not 1 <= self.test <= self.fold_count:
-            raise ValueError(f"folds.test must lie in 1..{self.fold_count}; got {self.test}")
+        if self.scheme == "kfold":
+            check_range("folds.count", self.count, 3)  # a training, a validation and a test fold
+        check_range("folds.test", self.test, 1, self.fold_count)
 
     @property
     def fold_count(self) -> int:
@@ -84,8 +85,7 @@ def kfold(query_ids: Iterable[str], count: int, seed: int) -> list[list[str]]:
 
 def rotate(folds: Sequence[Sequence[str]], test: int) -> Split:
     """Test fold ``test`` (1-based), validation the fold before it, training the rest."""
-    if not 1 <= test <= len(folds):
-        raise ValueError(f"folds.test must lie in 1..{len(folds)}; got {test}")
+    check_range("folds.test", test, 1, len(folds))
     validation = (test - 2) % len(folds) + 1
     train = [qid for k, fold in enumerate(folds, start=1) if k not in (test, validation) for qid in fold]
     return Split(train=train, validation=list(folds[validation - 1]), test=list(folds[test - 1]))

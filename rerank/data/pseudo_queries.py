@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 
 from ..atomic import atomic_write
 from ..cache import cache_path
+from ..checks import check_range
 from .collection import Documents
 
 logger = logging.getLogger(__name__)
@@ -53,12 +54,11 @@ class PseudoQueryConfig:
     per_document: int = 1
 
     def __post_init__(self) -> None:
-        if self.count is not None and self.count < 1:
-            raise ValueError(f"pseudo.count must be positive (or null for all); got {self.count}")
+        if self.count is not None:  # null: all
+            check_range("pseudo.count", self.count, 1)
         if not 1 <= self.min_words <= self.max_words:
             raise ValueError(f"pseudo: need 1 <= min_words <= max_words; got {self.min_words} and {self.max_words}")
-        if self.per_document < 1:
-            raise ValueError(f"pseudo.per_document must be positive; got {self.per_document}")
+        check_range("pseudo.per_document", self.per_document, 1)
 
 
 @dataclass(frozen=True)

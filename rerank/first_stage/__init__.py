@@ -29,6 +29,7 @@ from ..atomic import remove_stale_in
 from ..cache import cache_path
 from ..data.collection import Collection, CollectionConfig
 from ..data.trec import Run, read_run, top_k, write_run
+from ..errors import UserError
 from .config import BACKENDS, FirstStageConfig
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
     out of heap (:func:`.pyserini_backend.exit_on_out_of_heap`), which is reported here as the heap error it is.
 
     Raises:
-        RuntimeError: the JVM ran out of heap, or the child process died otherwise (its exit status named).
+        UserError: the JVM ran out of heap, or the child process died otherwise (its exit status named).
     """
     if config.backend != "pyserini":
         _write_run(collection, config, path, queries)
@@ -100,7 +101,7 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
         raise error
 
 
-def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig, path: Path) -> RuntimeError:
+def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig, path: Path) -> UserError:
     """The error for pyserini's process that ended with ``exitcode`` and no result, once what it left half-written
     (an index, a run) is removed."""
     for folder in (config.cache_root, path.parent):
@@ -115,7 +116,7 @@ def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig
                                                  if exitcode == -9 else "")
     else:
         why = f"see its messages above (a JVM that cannot start with {java_options()} exits so)"
-    return RuntimeError(f"the first-stage process ({work}) ended with exit status {exitcode} and no result: {why}")
+    return UserError(f"the first-stage process ({work}) ended with exit status {exitcode} and no result: {why}")
 
 
 def _write_run_in_child(sender: Connection, collection: CollectionConfig, config: FirstStageConfig, path: Path,
@@ -141,7 +142,7 @@ def _portable(error: Exception) -> Exception:
         pickle.loads(pickle.dumps(error))
         return error
     except Exception:
-        for kind in (ValueError, OSError):
+        for kind in (ValueError, OSError, UserError):
             if isinstance(error, kind):
                 return kind(str(error))
         return RuntimeError(f"{type(error).__name__}: {error}")

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cache import cache_root
+from ..checks import check_range
 
 BACKENDS = ("pyserini", "bm25s", "run")
 
@@ -38,8 +39,7 @@ class FirstStageConfig:
             raise ValueError(f"first_stage.backend must be one of {', '.join(BACKENDS)}; got {self.backend!r}")
         if self.backend == "run" and not self.run:
             raise ValueError("first_stage.run: backend 'run' needs the path of a TREC run file")
-        if self.retrieval_depth < 1:
-            raise ValueError(f"first_stage.retrieval_depth must be positive; got {self.retrieval_depth}")
+        check_range("first_stage.retrieval_depth", self.retrieval_depth, 1)
 
     @property
     def cache_root(self) -> Path:

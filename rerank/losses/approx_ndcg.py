@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import gains, ideal_dcg, safe_divide, score_differences
 
@@ -31,8 +32,7 @@ class ApproxNDCG(RankingLoss):
 
     def __init__(self, temperature: float = 0.1) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive; got {temperature!r}")
+        check_range("temperature", temperature, above=0)
         self.temperature = float(temperature)
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:

@@ -43,6 +43,12 @@ class RankingLoss(nn.Module):
     min_list_size: int = 2
     #: True: the head also takes ``ranks=``, the ``[Q, N]`` ranks a click log showed the candidates at (``dla``).
     needs_ranks: bool = False
+    #: The learning rate of the head's own parameters, if it has any (``dla``'s propensities); None: ``head_lr``.
+    lr: float | None = None
+
+    def propensities(self) -> list[float] | None:
+        """The position bias the head has learnt so far (``dla``), for the training log; None for the others."""
+        return None
 
     def forward(self, scores: Tensor, labels: Tensor, mask: Tensor | None = None) -> Tensor:
         """The mean loss over the queries that contribute (a scalar tensor)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from ..checks import check_range
 from .listnet import ListNet
 
 
@@ -34,8 +35,7 @@ class DistillListNet(ListNet):
 
     def __init__(self, temperature: float = 1.0) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive; got {temperature!r}")
+        check_range("temperature", temperature, above=0)
         self.temperature = float(temperature)
 
     def weighted_sum(self, scores: Tensor, labels: Tensor, mask: Tensor, weights: Tensor) -> Tensor:

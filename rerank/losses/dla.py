@@ -34,6 +34,7 @@ import math
 import torch
 from torch import Tensor, nn
 
+from ..checks import check_range
 from .base import EXCLUDED, RankingLoss, prepare
 
 
@@ -51,12 +52,9 @@ class DualLearning(RankingLoss):
 
     def __init__(self, ranks: int = 10, clip: float = 0.01, lr: float = 0.1) -> None:
         super().__init__()
-        if ranks < 2:
-            raise ValueError(f"dla: ranks must be >= 2; got {ranks}")
-        if not 0 < clip <= 1:
-            raise ValueError(f"dla: clip must be in (0, 1]; got {clip}")
-        if not lr > 0:
-            raise ValueError(f"dla: lr must be > 0; got {lr}")
+        check_range("dla: ranks", ranks, 2)
+        check_range("dla: clip", clip, above=0, maximum=1)
+        check_range("dla: lr", lr, above=0)
         self.ranks, self.clip, self.lr = ranks, clip, lr
         self.logits = nn.Parameter(torch.zeros(ranks))
 

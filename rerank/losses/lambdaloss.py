@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import gains, ideal_dcg, ordered_pairs, safe_divide, score_differences, score_order, sum_over_pairs
 
@@ -50,8 +51,7 @@ class LambdaLoss(RankingLoss):
 
     def __init__(self, sigma: float = 1.0, mu: float = 10.0) -> None:
         super().__init__()
-        if sigma <= 0:
-            raise ValueError(f"sigma must be positive; got {sigma!r}")
+        check_range("sigma", sigma, above=0)
         self.sigma = float(sigma)
         self.mu = float(mu)
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import (
     check_k,
@@ -56,8 +57,7 @@ class LambdaRank(RankingLoss):
 
     def __init__(self, sigma: float = 1.0, k: int | None = None) -> None:
         super().__init__()
-        if sigma <= 0:
-            raise ValueError(f"sigma must be positive; got {sigma!r}")
+        check_range("sigma", sigma, above=0)
         self.sigma = float(sigma)
         self.k = check_k(k)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import mean_over_pairs, ordered_pairs, score_differences
 
@@ -34,8 +35,7 @@ class MarginMSE(RankingLoss):
 
     def __init__(self, scale: float = 1.0) -> None:
         super().__init__()
-        if scale <= 0:
-            raise ValueError(f"scale must be positive; got {scale!r}")
+        check_range("scale", scale, above=0)
         self.scale = float(scale)
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:

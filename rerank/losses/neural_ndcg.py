@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import gains, ideal_dcg, rank_discounts, safe_divide, score_differences
 
@@ -93,10 +94,8 @@ class NeuralNDCG(RankingLoss):
 
     def __init__(self, temperature: float = 1.0, max_iter: int = 50) -> None:
         super().__init__()
-        if temperature <= 0:
-            raise ValueError(f"temperature must be positive; got {temperature!r}")
-        if max_iter < 1:
-            raise ValueError(f"max_iter must be at least 1; got {max_iter!r}")
+        check_range("temperature", temperature, above=0)
+        check_range("max_iter", max_iter, 1)
         self.temperature = float(temperature)
         self.max_iter = int(max_iter)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import mean_over_pairs, ordered_pairs, score_differences
 
@@ -30,8 +31,7 @@ class RankNet(RankingLoss):
 
     def __init__(self, sigma: float = 1.0) -> None:
         super().__init__()
-        if sigma <= 0:
-            raise ValueError(f"sigma must be positive; got {sigma!r}")
+        check_range("sigma", sigma, above=0)
         self.sigma = float(sigma)
 
     def per_query(self, scores: Tensor, labels: Tensor, mask: Tensor) -> Tensor:

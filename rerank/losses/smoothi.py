@@ -35,6 +35,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import check_gain, check_k, gains, ideal_dcg, rank_discounts, safe_divide
 
@@ -70,10 +71,8 @@ class _SmoothILoss(RankingLoss):
         stop_grad: bool = True,
     ) -> None:
         super().__init__()
-        if not 0.0 < delta < 0.5:
-            raise ValueError(f"delta must lie in (0, 0.5) (SmoothI Eq. 7); got {delta!r}")
-        if alpha <= 0:
-            raise ValueError(f"alpha must be positive; got {alpha!r}")
+        check_range("delta", delta, above=0, below=0.5)  # SmoothI Eq. 7
+        check_range("alpha", alpha, above=0)
         self.alpha = float(alpha)
         self.delta = float(delta)
         self.k = check_k(k)

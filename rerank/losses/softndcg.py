@@ -43,6 +43,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..checks import check_range
 from .base import RankingLoss
 from .functional import check_gain, check_k, gains, rank_discounts, safe_divide
 from .rank_binomial import expected_rank_discounts, win_probabilities
@@ -80,8 +81,7 @@ class SoftNDCG(RankingLoss):
         exact_max: int = 256,
     ) -> None:
         super().__init__()
-        if sigma <= 0:
-            raise ValueError(f"sigma must be positive; got {sigma!r}")
+        check_range("sigma", sigma, above=0)
         if method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}; got {method!r}")
         if discount not in DISCOUNTS:

@@ -25,6 +25,7 @@ from itertools import islice
 import torch
 from tqdm.auto import tqdm
 
+from ..checks import check_range
 from ..data.collection import Documents
 from ..data.trec import Run
 from . import speedups
@@ -57,8 +58,7 @@ class PairScorer:
                  chunk_size: int = 4096, **tokenization: object) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be positive; got {batch_size}")
+        check_range("batch_size", batch_size, 1)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         if precision.endswith("-true"):

@@ -38,6 +38,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
 from ..atomic import atomic_write
+from ..checks import check_range
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection, CollectionConfig, as_collection_config
 from ..data.folds import SPLITS, FoldsConfig, Split, make_split
@@ -119,10 +120,8 @@ class RerankDataModule(pl.LightningDataModule):
         super().__init__()
         for name, value in (("rerank_depth", rerank_depth), ("list_size", list_size), ("batch_size", batch_size),
                             ("repeats", repeats), ("eval_batch_size", eval_batch_size)):
-            if value < 1:
-                raise ValueError(f"data.{name} must be positive; got {value}")
-        if num_workers < 0:
-            raise ValueError(f"data.num_workers must be >= 0; got {num_workers}")
+            check_range(f"data.{name}", value, 1)
+        check_range("data.num_workers", num_workers, 0)
         if predict_queries not in ("all", *SPLITS):
             raise ValueError(f"data.predict_queries must be all or one of {', '.join(SPLITS)}; got {predict_queries!r}")
         if strategy not in STRATEGIES[:3]:

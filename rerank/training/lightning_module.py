@@ -46,11 +46,12 @@ import torch.distributed as dist
 from torch import Tensor
 from transformers import get_linear_schedule_with_warmup
 
+from ..checks import check_range
 from ..data.trec import Qrels, Run, write_run
 from ..deployment import RANKERS, Deployment, choose, deployable_teacher, portable
+from ..errors import UserError
 from ..evaluation import METRICS, evaluate, trec_measure
 from ..interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
-from ..losses import RankingLoss
 from ..losses import build as build_loss
 from ..model import speedups as speedups_module
 from ..model.cross_encoder import CrossEncoderModel
@@ -58,6 +59,9 @@ from ..model.tokenization import TokenizationConfig
 from ..run_directory import Metrics, RunDirectory
 from ..teacher import TeacherConfig, TeacherRuns
 from .batches import EvaluationBatch, TrainingBatch
+from .checks import check_click_head, check_list_size, click_estimators
+from .datamodule import RerankDataModule
+from .sources import SourceConfig
 
 logger = logging.getLogger(__name__)
 
@@ -157,11 +161,9 @@ class RerankModule(pl.LightningModule):
         if speedups not in speedups_module.MODES:
             raise ValueError(f"model.speedups must be one of {', '.join(speedups_module.MODES)}; got {speedups!r}")
         for name, value in (("encoder_lr", encoder_lr), ("head_lr", head_lr), ("teacher_weight", teacher_weight)):
-            if not value > 0:
-                raise ValueError(f"model.{name} must be > 0; got {value}")
+            check_range(f"model.{name}", value, above=0)
         for name, value in (("warmup", warmup), ("weight_decay", weight_decay)):
-            if not value >= 0:
-                raise ValueError(f"model.{name} must be >= 0; got {value}")
+            check_range(f"model.{name}", value, 0)
         self.loss = build_loss(loss, **(loss_args or {}))
         self.teacher_loss = build_loss(teacher_loss, **(teacher_loss_args or {}))
         if self.teacher_loss.graded:
@@ -174,8 +176,8 @@ class RerankModule(pl.LightningModule):
         if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
             tokenization = TokenizationConfig(**tokenization)
         for name, value in (("dropout", dropout), ("encoder_dropout", encoder_dropout)):
-            if value is not None and not 0 <= value < 1:
-                raise ValueError(f"model.{name} must lie in [0, 1); got {value}")
+            if value is not None:
+                check_range(f"model.{name}", value, 0, below=1)
         self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization,
                                                        encoder_dropout)
         if freeze_embeddings:
@@ -199,6 +201,19 @@ class RerankModule(pl.LightningModule):
     def setup(self, stage: str) -> None:
         if stage == "fit":
             self._seed = torch.initial_seed()  # the run's seed (``seed_everything``)
+            data = self.trainer.datamodule if self.trainer is not None else None
+            if isinstance(data, RerankDataModule):  # once per fit: the lists against the heads
+                self.check_data(data.list_size, {"data.train": data.sources})
+
+    def check_data(self, list_size: int, sources: Mapping[str, Sequence[SourceConfig]]) -> None:
+        """Fail when this module's heads cannot learn from lists of ``list_size`` or from the click sources among
+        ``sources`` (``{section: its sources}``): :mod:`rerank.training.checks`.
+
+        Raises:
+            ValueError: naming the options that disagree.
+        """
+        check_list_size(list_size, self.hparams.loss, self.loss)
+        check_click_head(self.hparams.click_loss, self.click_loss, click_estimators(sources))
 
     def on_train_batch_start(self, batch: TrainingBatch, batch_idx: int) -> None:
         torch.manual_seed(dropout_seed(self._seed, self.current_epoch, batch_idx, self.global_rank))
@@ -208,7 +223,6 @@ class RerankModule(pl.LightningModule):
         batch has teacher scores ``teacher`` (unweighted), when it has click targets ``clicks``, and their
         weighted sum ``loss``."""
         mask = batch.mask
-        check_list_size(mask.shape[1], self.hparams.loss, self.loss)
         scores = self(batch)
         lists = scores.new_zeros(mask.numel()).index_copy(0, batch.slots, scores).view_as(mask)
         losses = {"qrels": self.loss(lists, batch.labels, mask)}
@@ -235,8 +249,8 @@ class RerankModule(pl.LightningModule):
         return losses["loss"]
 
     def on_train_epoch_end(self) -> None:
-        if hasattr(self.click_loss, "propensities"):  # dla: what it has learnt of the position bias so far
-            learnt = self.click_loss.propensities()
+        learnt = self.click_loss.propensities()  # dla: what it has learnt of the position bias so far
+        if learnt is not None:
             logger.info("epoch %d: propensities learnt by model.click_loss, ranks 1 to %d: %s", self.current_epoch,
                         len(learnt), ", ".join(f"{p:.4f}" for p in learnt))
 
@@ -252,7 +266,7 @@ class RerankModule(pl.LightningModule):
         param_groups = [{"params": params, "lr": lr, "weight_decay": decay} for (lr, decay), params in groups.items()]
         for head in (self.loss, self.teacher_loss, self.click_loss):  # heads with parameters of their own (dla)
             if any(True for _ in head.parameters()):
-                lr = getattr(head, "lr", self.hparams.head_lr)
+                lr = head.lr if head.lr is not None else self.hparams.head_lr
                 param_groups.append({"params": list(head.parameters()), "lr": lr, "weight_decay": 0.0})
         optimizer = torch.optim.AdamW(param_groups)
         total = int(self.trainer.estimated_stepping_batches)
@@ -291,7 +305,7 @@ class RerankModule(pl.LightningModule):
 
     def _qrels(self, split: str) -> Qrels:
         if self.judgments is None:
-            raise RuntimeError("RerankModule evaluates against qrels it was not given: build it with "
+            raise UserError("RerankModule evaluates against qrels it was not given: build it with "
                                "judgments=data.judgments (the rerank CLI links them)")
         return self.judgments(split)
 
@@ -398,39 +412,3 @@ def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:
     """The seed of the dropout masks of one training batch in one process: a function of where training stands
     (so a resumed run draws the same masks) and of the process (so DDP processes draw different ones)."""
     return hash((seed, epoch, batch, rank)) % 2**63
-
-
-def check_click_head(name: object, head: type[RankingLoss], estimators: Mapping[str, str]) -> None:
-    """Fail when a click source's estimator and ``model.click_loss`` disagree: ``clicks.estimator: dla`` gives naive
-    targets for the ``dla`` head to debias (any other head would learn the position bias back), and the ``dla``
-    head reweights naive targets by the propensities it learns (on IPS targets it would correct the bias twice).
-
-    Args:
-        name: ``model.click_loss`` as configured.
-        head: its class (``needs_ranks``: it learns the propensities from the ranks, as ``dla``).
-        estimators: each click source's place in the config (``data.train[1]``) -> its ``clicks.estimator``.
-
-    Raises:
-        ValueError: naming the source and both options.
-    """
-    for where, estimator in estimators.items():
-        if estimator == "dla" and not head.needs_ranks:
-            raise ValueError(f"{where}.clicks.estimator dla leaves the position bias to model.click_loss dla, but "
-                             f"model.click_loss is {name!r}, which would learn it back; set model.click_loss: dla, "
-                             "or the estimator ips")
-        if estimator != "dla" and head.needs_ranks:
-            raise ValueError(f"model.click_loss {name!r} learns the propensities from naive click targets, but "
-                             f"{where}.clicks.estimator is {estimator!r}; set {where}.clicks.estimator: dla, or "
-                             "model.click_loss: click_softmax or click_bce")
-
-
-def check_list_size(list_size: int, name: object, loss: RankingLoss | type[RankingLoss]) -> None:
-    """Fail when lists are too short for the loss head to learn anything (every loss would be 0).
-
-    Raises:
-        ValueError: naming ``data.list_size`` and ``model.loss``.
-    """
-    if list_size < loss.min_list_size:
-        raise ValueError(f"data.list_size {list_size}: the loss head {name!r} (model.loss) compares candidates "
-                         f"within a list and needs lists of at least {loss.min_list_size}; every loss would be 0 "
-                         "(pointwise_bce and pointwise_mse accept lists of 1)")

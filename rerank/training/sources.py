@@ -41,6 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..checks import check_range
 from ..clicks.targets import ClickTargetConfig, click_targets
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection, as_collection_config
@@ -91,8 +92,7 @@ class SourceConfig:
             raise ValueError(f"queries must be one of {', '.join(QUERY_SETS)}; got {self.queries!r}")
         if self.targets not in TARGETS:
             raise ValueError(f"targets must be one of {', '.join(TARGETS)}; got {self.targets!r}")
-        if not self.weight > 0:
-            raise ValueError(f"weight must be > 0; got {self.weight}")
+        check_range("weight", self.weight, above=0)
         if (self.targets == "clicks") != (self.clicks is not None):
             raise ValueError("targets clicks needs clicks: {log: FILE, estimator: naive, ips or dla, ...}, and clicks "
                              f"needs targets clicks (got targets {self.targets})")
@@ -103,8 +103,8 @@ class SourceConfig:
         if self.queries == "train" and self.collection is not None:
             raise ValueError("queries train means the training folds of data.collection; for another collection "
                              "use queries: all")
-        if self.max_queries is not None and self.max_queries < 1:
-            raise ValueError(f"max_queries must be positive; got {self.max_queries}")
+        if self.max_queries is not None:
+            check_range("max_queries", self.max_queries, 1)
         if self.queries == "pseudo" and self.pseudo is None:
             self.pseudo = PseudoQueryConfig()
 
