@@ -19,7 +19,7 @@ import os
 import secrets
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -77,10 +77,11 @@ def _remove_stale(folder: Path, pattern: str) -> list[Path]:
 
 
 @contextmanager
-def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
+def atomic_write(path: str | Path, mode: str = "w", finish: Callable[[Path], None] | None = None) -> Iterator[IO]:
     """Write ``path`` through a temporary sibling, flushed and renamed into place on success only.
 
-    ``mode`` is ``"w"`` (text, UTF-8) or ``"wb"``.
+    ``mode`` is ``"w"`` (text, UTF-8) or ``"wb"``; ``finish`` is called with the complete temporary file just before
+    it is renamed (:func:`rerank.cache.sealing` records its completion there).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +92,8 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        if finish is not None:
+            finish(temporary)
         os.replace(temporary, path)
     except BaseException:
         temporary.unlink(missing_ok=True)
@@ -98,12 +101,14 @@ def atomic_write(path: str | Path, mode: str = "w") -> Iterator[IO]:
 
 
 @contextmanager
-def atomic_directory(path: str | Path, replace: bool = True) -> Iterator[Path]:
+def atomic_directory(path: str | Path, replace: bool = True,
+                     finish: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Build a folder in a temporary sibling and move it to ``path`` on success only.
 
     With ``replace``, an existing ``path`` is replaced once the new folder is complete. Without it (a cache entry
     that equal builders make alike), a ``path`` that another process completed meanwhile is kept and the new
-    folder discarded. On failure the temporary folder is removed and ``path`` is left as it was.
+    folder discarded. On failure the temporary folder is removed and ``path`` is left as it was. ``finish`` is
+    called with the complete temporary folder just before it is moved (:func:`rerank.cache.sealing`).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,6 +117,8 @@ def atomic_directory(path: str | Path, replace: bool = True) -> Iterator[Path]:
     staging.mkdir()
     try:
         yield staging
+        if finish is not None:
+            finish(staging)
         _apply_umask(staging)
         if path.exists() and replace:
             retired = temporary_sibling(path)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +41,14 @@ SAMPLE_PAIRS = [
 
 
 def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | None = None,
-           onnx: bool = False, deployment: Deployment | None = None) -> Path:
+           onnx: bool = False, deployment: Deployment | None = None,
+           finish: Callable[[Path], None] | None = None) -> Path:
     """Write ``model`` to the folder ``out`` (replacing it), atomically, with the ranker it deploys (default: the
-    pure cross-encoder) in ``config.json`` and described in the card; returns ``out``."""
+    pure cross-encoder) in ``config.json`` and described in the card; returns ``out``. ``finish``: as
+    :func:`rerank.atomic.atomic_directory`'s (a cache entry's seal)."""
     out = Path(out)
     deployment = deployment or Deployment()
-    with atomic_directory(out) as staging:
+    with atomic_directory(out, finish=finish) as staging:
         model.model.config.sentence_transformers = {"activation_fn": IDENTITY}
         model.save_pretrained(str(staging), deployment=deployment.as_dict())
         (staging / "README.md").write_text(model_card(card or {}, deployment), encoding="utf-8")

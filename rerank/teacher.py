@@ -34,7 +34,7 @@ from safetensors import safe_open
 from safetensors.torch import save
 
 from .atomic import atomic_write
-from .cache import cache_path, file_digest
+from .cache import cache_path, file_digest, intact, sealing
 from .checks import check_range
 from .data.collection import Documents
 from .data.trec import Run, read_run, write_run
@@ -141,11 +141,11 @@ def _bi_encoder_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str,
     key = (model_key(config.bi_encoder), config.max_length, documents.source(), documents.fingerprint(),
            sorted((qid, queries[qid], sorted(docs)) for qid, docs in candidates.items()))
     path = cache_path("teacher", *key, suffix=".trec")
-    if path.is_file():
+    if intact(path, "teacher scores"):
         logger.info("teacher scores from the cache: %s", path)
         return read_run(path)
     scores = bi_encoder_scores(candidates, queries, documents, config.bi_encoder, config.max_length)
-    write_run(scores, path, tag=f"bi-encoder-{config.bi_encoder.rsplit('/', 1)[-1]}")
+    write_run(scores, path, tag=f"bi-encoder-{config.bi_encoder.rsplit('/', 1)[-1]}", finish=sealing(path))
     return read_run(path)  # as written (6 decimals), so a cached and a fresh run give the same targets
 
 
@@ -160,11 +160,11 @@ def _student_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str, fl
            documents.source(), documents.fingerprint(),
            sorted((qid, queries[qid], sorted(docs)) for qid, docs in candidates.items()))
     path = cache_path("teacher", "student", *key, suffix=".trec")
-    if not path.is_file():
+    if not intact(path, "a student's scores"):
         reranker = PairScorer.from_pretrained(str(student), precision=config.student_precision)
         texts = {qid: CandidateTexts(docs, documents) for qid, docs in candidates.items()}
         scores = reranker.rerank_many(queries, texts, progress=f"student {student.name} scores the candidates")
-        write_run(scores, path, tag=f"student-{student.name}")
+        write_run(scores, path, tag=f"student-{student.name}", finish=sealing(path))
     else:
         logger.info("student scores from the cache: %s", path)
     return read_run(path)
@@ -284,7 +284,7 @@ def _document_embeddings(doc_ids: list[str], documents: Documents, encode: Calla
     """Embeddings of ``doc_ids``: those in the cache, and the others encoded now and added to it."""
     path = cache_path("embeddings", *model, documents.source(), documents.fingerprint(), suffix=".safetensors")
     cached: dict[str, torch.Tensor] = {}
-    if path.is_file():
+    if intact(path, "document embeddings"):
         with safe_open(path, "pt") as handle:
             ids = json.loads(handle.metadata()["doc_ids"])
             cached = dict(zip(ids, handle.get_tensor("embeddings")))
@@ -294,7 +294,7 @@ def _document_embeddings(doc_ids: list[str], documents: Documents, encode: Calla
                     len(doc_ids) - len(missing))
         cached.update(zip(missing, encode([documents.text(doc) for doc in missing])))
         ids = sorted(cached)
-        with atomic_write(path, "wb") as handle:
+        with atomic_write(path, "wb", finish=sealing(path)) as handle:
             handle.write(save({"embeddings": torch.stack([cached[doc] for doc in ids])},
                               metadata={"doc_ids": json.dumps(ids)}))
     return {doc: cached[doc] for doc in doc_ids}

@@ -74,3 +74,28 @@ def test_a_cache_entry_that_another_builder_published_is_kept(tmp_path: Path) ->
     with atomic_directory(entry) as staging:  # replace=True: the new folder wins
         (staging / "built-by").write_text("us")
     assert (entry / "built-by").read_text() == "us" and sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+def test_a_cache_entry_is_used_only_while_it_matches_its_seal(tmp_path: Path,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
+    from rerank.cache import intact, reseal, seal_of, sealing
+
+    entry = tmp_path / "scores.trec"
+    assert not intact(entry, "scores")  # absent: made, silently
+    with atomic_write(entry, finish=sealing(entry)) as handle:
+        handle.write("1 Q0 d1 1 2.5 x\n")
+    assert seal_of(entry).is_file() and intact(entry, "scores")
+    entry.write_text("1 Q0 d1 1 9.5 x\n")  # the same size, another content
+    assert not intact(entry, "scores") and not entry.exists() and not seal_of(entry).exists()
+    assert "cache entry " + str(entry) + " (scores) does not match its seal (its content changed)" in caplog.text
+    entry.write_text("written by an older release, without a seal\n")
+    assert not intact(entry, "scores") and "has no complete seal" in caplog.text
+    with atomic_directory(tmp_path / "index", finish=sealing(tmp_path / "index")) as staging:
+        (staging / "a.npy").write_bytes(b"0" * 10)
+    index = tmp_path / "index"
+    (index / "later.npy").write_bytes(b"1")  # added after: the seal says nothing of it until resealed
+    assert intact(index, "index")
+    reseal(index)
+    (index / "later.npy").unlink()
+    assert not intact(index, "index") and not index.exists()
+    assert "1 of its files missing or of another size, e.g. later.npy" in caplog.text

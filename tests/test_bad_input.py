@@ -8,13 +8,14 @@ one line, ``error: ...``, and exits with status 2, without a traceback.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from helpers import REPO, WORDS, tiny_bert
+from helpers import MINILM_VOCAB, REPO, WORDS, tiny_bert, tiny_bi_encoder
 
 from rerank import cli
 from rerank.data.trec import write_run
@@ -340,3 +341,44 @@ def test_a_run_is_never_written_with_an_id_it_cannot_hold(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match=r"doc_id 'd 9' is empty or holds whitespace"):
         write_run({"1": {"d0": 2.0, "d 9": 1.0}}, tmp_path / "x.run")
     assert not any(tmp_path.iterdir())  # nothing half-written
+
+
+DAMAGED = {  # a kind of cache entry -> where the entry is (a glob under the run's folder) and what the warning calls it
+    "documents": ("arrow/docs-*/table/*.arrow", "in Arrow"),
+    "index": ("idx/bm25s-*/*.npy", "(bm25s index)"),
+    "first-stage run": ("cache/first_stage/*.trec", "(first-stage run)"),
+    "teacher scores": ("cache/teacher/*.trec", "(teacher scores)"),
+    "pre-trained stage": ("cache/pretrained/*.safetensors", "(pre-trained stage)"),
+}
+
+
+@pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home (the tiny bi-encoder's vocabulary)")
+def test_a_truncated_cache_entry_of_each_kind_is_rebuilt_with_a_warning(files: Files, monkeypatch: pytest.MonkeyPatch,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(files.root / "cache"))
+    stage = {"train": [{"queries": "pseudo", "pseudo": {"count": 6, "min_words": 1},
+                        "first_stage": {"backend": "bm25s", "index_dir": str(files.root / "idx")},
+                        "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(files.root / "bi"))}}],
+             "max_steps": 2}
+
+    def fitted(name: str) -> dict:
+        arguments = files.arguments("fit", "--pretrain", json.dumps(stage))
+        arguments[arguments.index("--output_dir") + 1] = str(files.root / name)
+        cli.main(arguments)
+        return json.loads((files.root / name / "metrics.json").read_text())["reranker"]
+
+    first = fitted("first")
+    for kind, (pattern, what) in DAMAGED.items():
+        (entry, *_) = sorted(files.root.glob(pattern))
+        entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # cut short, as by a full disk
+        derived = {"index": "first_stage", "teacher scores": "pretrained"}  # what a rerun reads in its place
+        if kind in derived:  # without it, the entry is read again
+            for path in (files.root / "cache" / derived[kind]).iterdir():
+                path.unlink()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING):
+            again = fitted(kind.replace(" ", "-"))
+        warnings = [r.getMessage() for r in caplog.records if r.getMessage().startswith("cache entry ")]
+        assert any(what in message and "does not match its seal" in message and "removed, and made again" in message
+                   for message in warnings), (kind, warnings)
+        assert again == first, kind  # made again, the same

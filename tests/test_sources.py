@@ -285,7 +285,7 @@ def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, t
     with caplog.at_level(logging.INFO):
         first = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "first")])
     assert "pre-training stage, round 1 of 1: 3 steps on 1 source(s)" in caplog.text
-    assert len(list((tmp_path / "cache" / "pretrained").iterdir())) == 1
+    assert len(list((tmp_path / "cache" / "pretrained").glob("*.safetensors"))) == 1
     caplog.clear()
     with caplog.at_level(logging.INFO):
         second = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "second"),

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_directory, atomic_write
-from ..cache import cache_root
+from ..cache import cache_root, intact, reseal, sealing
 from .lines import check_id, read_text, text_lines
 from .trec import Qrels, map_label, read_qrels
 
@@ -474,6 +474,7 @@ class _ArrowDocuments(Documents):
         for name, array in (("rows.npy", order.astype(np.int64)), ("ids.npy", ids)):  # ids last: it marks a whole index
             with atomic_write(folder / name, "wb") as handle:
                 np.save(handle, array)
+        reseal(folder)  # the entry now holds its index too
 
     def _load(self) -> tuple[Any, Path]:
         """The Arrow table and its folder, converted first if this version of the file has none."""
@@ -482,14 +483,14 @@ class _ArrowDocuments(Documents):
         datasets.disable_progress_bars()
         source, fingerprint = self.source(), self.fingerprint()
         cache = self.cache_dir / f"{source}-{fingerprint}"
-        if cache.exists():
+        if intact(cache, f"the documents of {self.path} in Arrow"):
             logger.info("documents of %s from the cache: %s", self.path, cache)
         else:
             logger.info("converting the documents of %s to Arrow, once per version of the file: %s", self.path, cache)
             for stale in self.cache_dir.glob(f"{source}-" + "?" * len(fingerprint)):
                 shutil.rmtree(stale, ignore_errors=True)
             # two processes converting at once (a cluster array job) each build their own and one table is kept
-            with atomic_directory(cache, replace=False) as staging:
+            with atomic_directory(cache, replace=False, finish=sealing(cache)) as staging:
                 try:
                     table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},
                                                             cache_dir=str(staging / "build"))

@@ -22,7 +22,7 @@ import re
 from dataclasses import asdict, dataclass
 
 from ..atomic import atomic_write
-from ..cache import cache_path
+from ..cache import cache_path, intact, sealing
 from ..checks import check_range
 from .collection import Documents
 
@@ -73,11 +73,11 @@ class PseudoQuery:
 def pseudo_queries(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
     """The pseudo-queries of ``documents`` (cached; see the module docstring)."""
     path = cache_path("pseudo_queries", documents.source(), documents.fingerprint(), asdict(config), suffix=".tsv")
-    if path.is_file():
+    if intact(path, "pseudo-queries"):
         with path.open(encoding="utf-8") as handle:
             return [PseudoQuery(*line.rstrip("\n").split("\t")) for line in handle]
     queries = _draw(documents, config)
-    with atomic_write(path) as handle:
+    with atomic_write(path, finish=sealing(path)) as handle:
         handle.writelines(f"{query.query_id}\t{query.text}\t{query.doc_id}\n" for query in queries)
     logger.info("%d pseudo-queries from %d documents (cached in %s)", len(queries), len(documents), path)
     return queries

@@ -13,7 +13,7 @@ the candidates cut from a first stage (:func:`top_k`) and in training lists.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
 from ..atomic import atomic_write
@@ -156,9 +156,11 @@ def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> Run:
     return {qid: dict(ranked(scores)[:k]) for qid, scores in run.items()}
 
 
-def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "rerank") -> None:
-    """Write a run atomically, each query's documents by decreasing score (ties by doc id, see :func:`ranked`)."""
-    with atomic_write(path) as handle:
+def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "rerank",
+              finish: Callable[[Path], None] | None = None) -> None:
+    """Write a run atomically, each query's documents by decreasing score (ties by doc id, see :func:`ranked`);
+    ``finish``: as :func:`rerank.atomic.atomic_write`'s (a cache entry's seal)."""
+    with atomic_write(path, finish=finish) as handle:
         for qid in sorted(run, key=_natural_key):
             check_id(qid, "query id", f"{path} (written)")
             for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):

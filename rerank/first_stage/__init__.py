@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from ..atomic import remove_stale_in
-from ..cache import cache_path
+from ..cache import cache_path, intact, sealing
 from ..data.collection import Collection, CollectionConfig
 from ..data.trec import Run, read_run, top_k, write_run
 from ..errors import UserError
@@ -66,8 +66,9 @@ def retrieve(collection: Collection, config: FirstStageConfig, queries: Mapping[
 
 
 def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig, path: Path,
-                          queries: Mapping[str, str] | None = None) -> None:
-    """:func:`retrieve`, written as a TREC run to ``path``; pyserini runs in a child process.
+                          queries: Mapping[str, str] | None = None, sealed: bool = False) -> None:
+    """:func:`retrieve`, written as a TREC run to ``path`` (``sealed``: as a cache entry, :mod:`rerank.cache`);
+    pyserini runs in a child process.
 
     pyserini's JVM, with its own signal handlers and threads, crashes a PyTorch process that it shares (segmentation
     faults seen after training on Cranfield), so it gets a process of its own. That process's JVM exits on running
@@ -77,11 +78,11 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
         UserError: the JVM ran out of heap, or the child process died otherwise (its exit status named).
     """
     if config.backend != "pyserini":
-        _write_run(collection, config, path, queries)
+        _write_run(collection, config, path, queries, sealed)
         return
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_write_run_in_child, args=(sender, collection, config, path, queries),
+    child = context.Process(target=_write_run_in_child, args=(sender, collection, config, path, queries, sealed),
                             name="rerank-first-stage")
     child.start()
     sender.close()
@@ -120,13 +121,13 @@ def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig
 
 
 def _write_run_in_child(sender: Connection, collection: CollectionConfig, config: FirstStageConfig, path: Path,
-                        queries: Mapping[str, str] | None) -> None:
+                        queries: Mapping[str, str] | None, sealed: bool) -> None:
     """The child of :func:`write_first_stage_run`: ``None`` sent back on success, else the error and its trace."""
     from .pyserini_backend import exit_on_out_of_heap
 
     exit_on_out_of_heap()
     try:
-        _write_run(collection, config, path, queries)
+        _write_run(collection, config, path, queries, sealed)
         sender.send(None)
     except Exception as error:
         sender.send((_portable(error), traceback.format_exc()))
@@ -156,16 +157,17 @@ def cached_run(collection: Collection, config: FirstStageConfig, queries: Mappin
     settings = dataclasses.replace(config, index_dir=None, threads=0)
     path = cache_path("first_stage", documents.source(), documents.fingerprint(), dataclasses.asdict(settings),
                       sorted(queries.items()), suffix=".trec")
-    if path.is_file():
+    if intact(path, "first-stage run"):
         logger.info("first-stage run of %d queries of %s from the cache: %s", len(queries), collection.name, path)
     else:
-        write_first_stage_run(collection.config, config, path, dict(queries))
+        write_first_stage_run(collection.config, config, path, dict(queries), sealed=True)
     return path
 
 
 def _write_run(collection: CollectionConfig, config: FirstStageConfig, path: Path,
-               queries: Mapping[str, str] | None) -> None:
-    write_run(retrieve(Collection(collection), config, queries), path, tag=f"first-stage-{config.backend}")
+               queries: Mapping[str, str] | None, sealed: bool = False) -> None:
+    write_run(retrieve(Collection(collection), config, queries), path, tag=f"first-stage-{config.backend}",
+              finish=sealing(path) if sealed else None)
 
 
 def check_documents(run: Run, collection: Collection, where: str | Path) -> None:

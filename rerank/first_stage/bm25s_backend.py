@@ -9,6 +9,7 @@ import bm25s
 import Stemmer
 
 from ..atomic import atomic_directory
+from ..cache import intact, sealing
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
 from .config import FirstStageConfig
@@ -27,14 +28,14 @@ def search(collection: Collection, queries: dict[str, str], config: FirstStageCo
     stemmer = Stemmer.Stemmer("english")
     documents = collection.documents
     cache = config.cache_root / f"bm25s-{documents.source()}-{documents.fingerprint()}-{config.k1}-{config.b}"
-    if not (cache / IDS).exists():
+    if not intact(cache, "bm25s index"):
         doc_ids, texts = [], []
         for doc_id, text in documents.iter_texts():
             doc_ids.append(doc_id)
             texts.append(text)
         retriever = bm25s.BM25(k1=config.k1, b=config.b, method="lucene")
         retriever.index(_tokenize(texts, stemmer, progress=True), show_progress=True)
-        with atomic_directory(cache, replace=False) as staging:  # two builders at once: one index, complete
+        with atomic_directory(cache, replace=False, finish=sealing(cache)) as staging:  # two builders: one index
             retriever.save(str(staging))
             (staging / IDS).write_text(json.dumps(doc_ids), encoding="utf-8")
     retriever = bm25s.BM25.load(str(cache))

@@ -31,6 +31,7 @@ from pathlib import Path
 from rich.progress import Progress
 
 from ..atomic import atomic_directory
+from ..cache import intact, sealing
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
 from ..errors import UserError
@@ -122,7 +123,7 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     """The cached Lucene index of ``collection``, built if missing or stale (its fingerprint changed)."""
     documents = collection.documents
     folder = config.cache_root / f"lucene-{documents.source()}-{documents.fingerprint()}"
-    if (folder / "rerank.json").exists():
+    if intact(folder, "Lucene index"):
         logger.info("Lucene index of %s from the cache: %s", collection.name, folder)
         return folder
     start_jvm()
@@ -131,7 +132,7 @@ def index_path(collection: Collection, config: FirstStageConfig) -> Path:
     for stale in config.cache_root.glob(f"lucene-{documents.source()}-" + "?" * len(documents.fingerprint())):
         logger.info("removing stale index %s", stale)
         shutil.rmtree(stale, ignore_errors=True)
-    with atomic_directory(folder, replace=False) as building, _heap_explained(collection):
+    with atomic_directory(folder, replace=False, finish=sealing(folder)) as building, _heap_explained(collection):
         indexer = LuceneIndexer(str(building), threads=config.threads or os.cpu_count() or 1)
         batch: list[dict[str, str]] = []
         with Progress(transient=True) as progress:

@@ -16,6 +16,7 @@ plan is logged in one line with what the whole run will cost (:func:`plan_line`)
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -28,8 +29,9 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 
-from ..cache import cache_path
-from ..run_directory import read_json, write_json
+from ..atomic import atomic_write
+from ..cache import cache_path, intact, sealing
+from ..run_directory import read_json
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
 
@@ -81,10 +83,8 @@ def seconds_per_step(module: RerankModule, stage: RerankDataModule, options: dic
     random generators are as they were."""
     machine = (socket.gethostname(), platform.machine(), os.cpu_count(), torch.get_num_threads())
     path = cache_path("calibration", key, machine, suffix=".json")
-    try:
+    if intact(path, "seconds per step of this machine"):
         return float(read_json(path)["seconds_per_step"])
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        pass  # not measured yet, or an entry that cannot be read: measured (again)
     timer = _StepTimer()
     weights = {name: tensor.detach().clone() for name, tensor in module.model.state_dict().items()}
     with isolate_rng():
@@ -94,7 +94,8 @@ def seconds_per_step(module: RerankModule, stage: RerankDataModule, options: dic
         trainer.fit(module, datamodule=stage)
     module.model.load_state_dict(weights)
     seconds = timer.seconds()
-    write_json({"seconds_per_step": seconds, "machine": list(machine), "steps": CALIBRATION_STEPS - 1}, path)
+    with atomic_write(path, finish=sealing(path)) as handle:
+        json.dump({"seconds_per_step": seconds, "machine": list(machine), "steps": CALIBRATION_STEPS - 1}, handle)
     return seconds
 
 

@@ -39,7 +39,7 @@ import lightning.pytorch as pl
 from safetensors.torch import load_file, save
 
 from ..atomic import atomic_write
-from ..cache import cache_path
+from ..cache import cache_path, intact, sealing
 from ..checks import check_range
 from ..export import export
 from ..model.tokenization import AUTO
@@ -154,7 +154,7 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
            options: dict[str, Any], name: str) -> None:
     """One round: its weights from the cache, or ``config.max_steps`` steps on ``stage``'s sources from
     ``module``'s."""
-    if path.is_file():
+    if intact(path, "pre-trained stage"):
         logger.info("pre-training stage, %s: weights from the cache (%s)", name, path)
         module.model.load_state_dict(load_file(path))
         return
@@ -165,7 +165,7 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
                                default_root_dir=str(stage.directory.root))
     stage_trainer.fit(module, datamodule=stage)
     if stage_trainer.is_global_zero:
-        with atomic_write(path, "wb") as handle:
+        with atomic_write(path, "wb", finish=sealing(path)) as handle:
             handle.write(_serialised(module))
     stage_trainer.strategy.barrier()
 
@@ -184,8 +184,8 @@ def _taught_by(source: SourceConfig, student: str | None, config: PretrainConfig
 
 def _exported(module: RerankModule, folder: Path) -> str:
     """The module's cross-encoder as a folder (written once: the folder is named by the weights' cache key)."""
-    if not (folder / "model.safetensors").is_file():
-        export(module.model, folder, {"model": dict(module.hparams)})
+    if not intact(folder, "a born-again round's student"):
+        export(module.model, folder, {"model": dict(module.hparams)}, finish=sealing(folder))
     return str(folder)
 
 
