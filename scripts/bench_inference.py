@@ -57,7 +57,7 @@ def onnx_scorer(folder: Path, reranker: Reranker) -> Callable[[list[str], list[s
         for start in range(0, len(order), reranker.batch_size):
             batch = order[start: start + reranker.batch_size]
             inputs = reranker.tokenize.pad({key: [values[row] for row in batch] for key, values in rows.items()})
-            (scores[batch],) = session.run(["scores"], {name: inputs[name].numpy() for name in names})
+            (scores[batch],) = session.run(["scores"], {name: getattr(inputs, name).numpy() for name in names})
         return scores.tolist()
 
     return score

@@ -90,12 +90,17 @@ def first_stage(collection: str, output: Path) -> FirstStageConfig:
     return FirstStageConfig(backend="run", run=str(path), retrieval_depth=100)
 
 
+def tokenization(args: argparse.Namespace) -> TokenizationConfig:
+    """Rows of ``--max_length`` tokens, queries cut at 32 (at most half a row)."""
+    return TokenizationConfig(max_length=args.max_length, max_query_length=min(32, args.max_length // 2))
+
+
 def data_module(args: argparse.Namespace, output: Path, collection: str = "cranfield") -> RerankDataModule:
     return RerankDataModule(
         collection=COLLECTIONS[collection], first_stage=first_stage(collection, output.parent),
         folds=FoldsConfig(scheme="kfold", count=5, seed=0, test=1), model_name=args.model, output_dir=str(output),
         rerank_depth=100, list_size=args.list_size, strategy="random", batch_size=1,
-        tokenization=TokenizationConfig(max_length=args.max_length, max_query_length=32), num_workers=args.num_workers)
+        tokenization=tokenization(args), num_workers=args.num_workers)
 
 
 def training_model(args: argparse.Namespace, checkpointing: bool = False, encoder_dropout: float | None = None,
@@ -135,7 +140,7 @@ def bench_rerank(args: argparse.Namespace, output: Path, precision: str = "32-tr
     pl.seed_everything(0)
     clock = StepClock()
     module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk,
-                          tokenization=TokenizationConfig(max_length=args.max_length, max_query_length=32))
+                          tokenization=tokenization(args))
     trainer = pl.Trainer(accelerator="cpu", precision=precision, max_steps=args.steps, limit_val_batches=0,
                          logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False, callbacks=[clock])
@@ -176,9 +181,9 @@ def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float
     from transformers import TrainerCallback
 
     dataset = training_data(args, output).train_dataloader().dataset
-    rows = [dataset[(0, index % len(dataset))] for index in range(args.steps)]
-    train = Dataset.from_dict({"query": [row["query"] for row in rows], "docs": [row["documents"] for row in rows],
-                               "labels": [[float(label) for label in row["labels"]] for row in rows]})
+    rows = [dataset[(0, 0, index % len(dataset))] for index in range(args.steps)]  # epoch 0, source 0
+    train = Dataset.from_dict({"query": [row.query for row in rows], "docs": [row.documents for row in rows],
+                               "labels": [[float(label) for label in row.labels] for row in rows]})
     folder = output / "st-model"
     CrossEncoderModel.from_pretrained(args.model).save_pretrained(str(folder))
     model = STCrossEncoder(str(folder), num_labels=1, max_length=args.max_length, device="cpu")
