@@ -32,7 +32,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = cranfield_workdir(tmp_path_factory.mktemp("scripts"))
     tiny_bi_encoder(folder / "bi")
     bm25 = read_run(folder / "bm25.run")
-    write_run({qid: {doc: -score for doc, score in docs.items()} for qid, docs in bm25.items()}, folder / "reversed.run")
+    reversed_ = {qid: {doc: -score for doc, score in docs.items()} for qid, docs in bm25.items()}
+    write_run(reversed_, folder / "reversed.run")
     return folder
 
 
