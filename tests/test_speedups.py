@@ -192,3 +192,151 @@ def test_each_process_draws_its_own_dropout_masks_reproducibly() -> None:
     code = "from rerank.training.lightning_module import dropout_seed; print(dropout_seed(42, 1, 7, 1))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert int(other.stdout) == seeds[1]  # the same in another process (no hash randomization for ints)
+
+
+def padded_batch(tokens: int = 15) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded rows of 5 different lengths (the first of 2 tokens, the longest of 12), with segment ids."""
+    generator = torch.Generator().manual_seed(3)
+    lengths = torch.tensor([2, 12, 7, 3, 9])
+    mask = (torch.arange(12) < lengths[:, None]).long()
+    ids = torch.randint(5, tokens, (5, 12), generator=generator) * mask
+    types = ((torch.arange(12) >= lengths[:, None] // 2).long()) * mask
+    return ids, mask, types
+
+
+@needs_supported_transformers
+@pytest.mark.parametrize("mode", ["eval", "train"])
+def test_unpadded_rows_give_the_padded_models_scores_and_gradients(tmp_path: Path, mode: str) -> None:
+    """The unpadded path (its CPU equivalent of the GPU's variable-length attention) against the stock padded
+    model: the same logits and the same gradient of every parameter, in evaluation and in training (hidden
+    dropout 0.1 on, the masks drawn alike from the same seed; attention dropout 0, which it needs)."""
+    folder = tiny_bert(tmp_path / "bert", with_head=True, dropout=0.1)
+    models = []
+    for unpadded in (False, True):
+        model = CrossEncoderModel.from_pretrained(str(folder), encoder_dropout=None).model
+        model.config.attention_probs_dropout_prob = 0.0
+        for layer in model.bert.encoder.layer:
+            layer.attention.self.dropout.p = 0.0
+        if unpadded:
+            assert speedups.enable(model, ["unpadded"]) == ["unpadded"]
+        models.append(model.train(mode == "train"))
+    ids, mask, types = padded_batch()
+    logits, grads = [], []
+    for model in models:
+        torch.manual_seed(0)
+        out = model(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
+        (out * torch.arange(1, 6)[:, None]).sum().backward()
+        logits.append(out.detach())
+        grads.append({name: parameter.grad for name, parameter in model.named_parameters()
+                      if parameter.grad is not None})
+    if mode == "eval":
+        torch.testing.assert_close(logits[1], logits[0], atol=1e-5, rtol=0)
+        assert set(grads[1]) == set(grads[0])
+        for name, grad in grads[0].items():
+            torch.testing.assert_close(grads[1][name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    else:  # dropout draws masks over [T, H] (unpadded) rather than [B, L, H]: the same law, other draws
+        assert logits[1].shape == logits[0].shape and torch.isfinite(logits[1]).all()
+        assert all(torch.isfinite(grad).all() for grad in grads[1].values())
+    speedups.disable(models[1])
+    assert "forward" not in vars(models[1])
+
+
+@needs_supported_transformers
+def test_unpadded_is_refused_where_it_would_change_the_model(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from rerank.model.unpadded import pack
+
+    model = CrossEncoderModel.from_pretrained(str(tiny_bert(tmp_path / "bert", with_head=True, dropout=0.1))).model
+    with caplog.at_level(logging.WARNING):
+        assert speedups.enable(model, ["unpadded"]) == []
+    assert "speed-up unpadded off: its attention dropout is 0.1" in caplog.text
+    with pytest.raises(ValueError, match="padded on the right"):
+        pack(torch.tensor([[0, 1, 1]]))
+    with pytest.raises(ValueError, match="model.speedups: unknown 'flash'"):
+        speedups.resolve(["flash"])
+    assert speedups.resolve("auto") == speedups.AUTO and speedups.resolve("off") == ()
+    assert speedups.resolve(["unpadded", "cls_only_last_layer"]) == ("cls_only_last_layer", "unpadded")
+
+
+@needs_supported_transformers
+def test_compiled_blocks_compute_what_the_stock_ones_do(tmp_path: Path) -> None:
+    folder = tiny_bert(tmp_path / "bert", with_head=True, dropout=0.0)
+    stock, compiled = (CrossEncoderModel.from_pretrained(str(folder)).model.eval() for _ in range(2))
+    assert speedups.enable(compiled, ["compiled"]) == ["compiled"]
+    assert len(speedups.position_wise(compiled)) == 3 * 2  # three blocks in each of the 2 layers
+    ids, mask, types = padded_batch()
+    with torch.no_grad():
+        for width in (12, 9):  # a second length: the dynamic shapes serve it
+            rows = {"input_ids": ids[:, :width], "attention_mask": mask[:, :width], "token_type_ids": types[:, :width]}
+            expected, got = stock(**rows).logits, compiled(**rows).logits
+            torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
+    speedups.disable(compiled)
+    assert all(block._compiled_call_impl is None for block in speedups.position_wise(compiled))
+
+
+def linear_problem(dtype: torch.dtype) -> tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(16, 1).to(dtype)
+    return layer, torch.randn(64, 16), torch.randn(64, 1)
+
+
+def test_fused_adamw_takes_the_steps_of_adamw() -> None:
+    from rerank.training.optimizer import adamw
+
+    layers = []
+    for speedups_ in ([], ["fused_adamw"]):
+        layer, x, y = linear_problem(torch.float32)
+        optimizer = adamw([{"params": list(layer.parameters()), "lr": 0.01, "weight_decay": 0.01}], speedups_)
+        assert optimizer.defaults["fused"] is (True if speedups_ else None)
+        for _ in range(5):
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss(layer(x), y).backward()
+            optimizer.step()
+        layers.append(layer)
+    for plain, fused in zip(layers[0].parameters(), layers[1].parameters()):
+        torch.testing.assert_close(fused, plain, atol=1e-6, rtol=0)
+
+
+def test_bf16_weights_follow_float32_masters_that_follow_adamw() -> None:
+    """bfloat16 weights, updated through float32 masters: the masters take AdamW's float32 steps on the gradients
+    of the bfloat16 model (within bfloat16's rounding of those gradients), and the weights are the masters, rounded."""
+    from rerank.training.optimizer import MasterWeightsAdamW, adamw
+
+    reference, x, y = linear_problem(torch.float32)
+    half, _, _ = linear_problem(torch.bfloat16)
+    plain = adamw([{"params": list(reference.parameters()), "lr": 0.01}], [])
+    mastered = adamw([{"params": list(half.parameters()), "lr": 0.01}], ["bf16_weights"])
+    assert isinstance(mastered, MasterWeightsAdamW)
+    for _ in range(20):
+        for optimizer, layer in ((plain, reference), (mastered, half)):
+            def closure(layer: torch.nn.Module = layer, optimizer: torch.optim.Optimizer = optimizer) -> torch.Tensor:
+                optimizer.zero_grad()
+                loss = torch.nn.functional.mse_loss(layer(x.to(layer.weight.dtype)).float(), y)
+                loss.backward()
+                return loss
+            optimizer.step(closure)
+    masters = mastered.param_groups[0]["params"]
+    assert all(master.dtype == torch.float32 for master in masters)
+    assert all(parameter.dtype == torch.bfloat16 for parameter in half.parameters())
+    for master, parameter in zip(masters, half.parameters()):
+        assert torch.equal(parameter, master.to(torch.bfloat16))  # cast down once a step
+    for master, expected in zip(masters, reference.parameters()):
+        torch.testing.assert_close(master, expected.detach(), atol=0.03, rtol=0.03)  # bf16 gradients
+    assert not torch.equal(masters[0], masters[0].to(torch.bfloat16).float())  # the masters keep float32 detail
+
+
+@needs_supported_transformers
+def test_the_levers_together_train_through_lightning(tmp_path: Path) -> None:
+    from helpers import cranfield_workdir
+    from test_training import data_module, rerank_module, trainer
+
+    folder = cranfield_workdir(tmp_path)
+    data = data_module(folder, tmp_path / "fit")
+    levers = ["cls_only_last_layer", "unpadded", "fused_adamw", "bf16_weights"]
+    module = rerank_module(data, loss="listnet", encoder_dropout=0.0, speedups=levers)
+    assert module.speedups == levers
+    losses: list[float] = []
+    module.training_step = lambda batch, index, step=module.training_step: losses.append(
+        float(loss := step(batch, index))) or loss
+    trainer(tmp_path, max_steps=3, precision="bf16-mixed").fit(module, datamodule=data)
+    assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
+    assert {parameter.dtype for parameter in module.model.parameters()} == {torch.bfloat16}

@@ -49,13 +49,15 @@ class PairScorer:
         device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when available).
         precision: ``32``, ``bf16`` or ``16`` (autocast), ``bf16-true`` or ``16-true`` (weights cast).
         chunk_size: pairs tokenized and length-sorted together.
+        exact: the exact speed-ups of :mod:`rerank.model.speedups` to apply (``cls_only_last_layer``, ``unpadded``).
         **tokenization: overrides of the model's :class:`~rerank.model.tokenization.TokenizationConfig`
             (``max_length``, ``max_query_length``, ``passages``, ``stride``, ``max_passages``); a value that
             differs from what an exported model was trained with is logged.
     """
 
     def __init__(self, model: CrossEncoderModel, batch_size: int = 32, device: str | None = None, precision: str = "32",
-                 chunk_size: int = 4096, **tokenization: object) -> None:
+                 chunk_size: int = 4096, exact: Sequence[str] = ("cls_only_last_layer",),
+                 **tokenization: object) -> None:
         if precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
         check_range("batch_size", batch_size, 1)
@@ -63,7 +65,7 @@ class PairScorer:
         self.model = model.to(self.device).eval()
         if precision.endswith("-true"):
             self.model.to(PRECISIONS[precision])
-        speedups.enable(model.model, cheap_dropout=False)  # the [CLS]-only last layer: exact, a sixth faster
+        speedups.enable(model.model, exact)  # the [CLS]-only last layer by default: exact, a sixth faster
         self.batch_size, self.chunk_size = batch_size, chunk_size
         self.dtype = None if precision.endswith("-true") else PRECISIONS[precision]  # autocast dtype
         changed = {key: value for key, value in tokenization.items() if getattr(model.tokenization, key) != value}

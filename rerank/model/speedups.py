@@ -1,7 +1,16 @@
-"""CPU speed-ups for BERT-style cross-encoders, switched on explicitly and undone before export.
+"""Speed-ups for BERT-style cross-encoders, switched on explicitly (``model.speedups``) and undone before export.
 
 None of them changes what the model computes; each is checked before it is applied, and a model whose
 ``transformers`` version or layer attributes do not match keeps its stock modules (with a warning):
+
+- ``unpadded`` (exact, to float rounding): the batch's rows concatenated without padding, attention within each
+  row (variable-length attention on a GPU), the [CLS] positions gathered for the head (:mod:`rerank.model.unpadded`:
+  what it does, and where it applies). The model's ``forward`` is replaced on the instance.
+- ``compiled`` (exact, to float rounding): ``torch.compile`` (dynamic shapes) of each layer's position-wise blocks,
+  the attention's output projection with its residual and LayerNorm, the feed-forward block with its GELU, bias and
+  LayerNorm: their chains of elementwise operations fused into few kernels, whatever path (padded or unpadded) calls
+  them. The first batches compile (tens of seconds; a new length may recompile).
+- ``fused_adamw`` and ``bf16_weights``: the optimizer's (:mod:`rerank.training.optimizer`).
 
 - ``cls_only_last_layer`` (exact): the head reads the [CLS] vector only, so BERT's last layer is evaluated at
   the [CLS] position only. Its keys and values still come from every token, so the [CLS] output is unchanged,
@@ -22,22 +31,34 @@ None of them changes what the model computes; each is checked before it is appli
   PyTorch's math path (``softmax(Q K^T * scale + mask)``, dropout, ``@ V``) with these masks when dropout is
   on, PyTorch's fused ``scaled_dot_product_attention`` otherwise.
 
-Training enables both (``model.speedups: auto``; ``off`` keeps the stock modules); :class:`~rerank.reranker.Reranker`
-enables the exact one only; :func:`disable` restores the stock modules (before an ONNX export).
+``model.speedups: auto`` enables the last two in training (:data:`AUTO`); ``off`` keeps the stock modules; a list
+names those to enable (``[cls_only_last_layer, cheap_dropout, unpadded]``). :class:`~rerank.model.scorer.PairScorer`
+enables the exact ones it is given (the [CLS]-only layer by default); :func:`disable` restores the stock modules
+(before an ONNX export).
 """
 
 from __future__ import annotations
 
 import logging
 import types
+from collections.abc import Sequence
 from importlib.metadata import version
 
 import torch
 from torch import Tensor, nn
 from transformers import PreTrainedModel
 
+from .unpadded import fits, unpadded_forward
+
 logger = logging.getLogger(__name__)
 
+SPEEDUPS = ("cls_only_last_layer", "cheap_dropout", "unpadded", "compiled", "fused_adamw", "bf16_weights")
+"""Every speed-up, in the order applied (the last two are the optimizer's: :mod:`rerank.training.optimizer`)."""
+OPTIMIZER = ("fused_adamw", "bf16_weights")
+"""The speed-ups of the optimizer step, which :func:`enable` only checks (the training module applies them)."""
+AUTO = ("cls_only_last_layer", "cheap_dropout")
+"""``model.speedups: auto``: those measured faster on the CPU (docs/experiments/benchmarks.md); ``unpadded`` waits on
+its GPU measurement (``scripts/bench_gpu.py``)."""
 MODES = ("auto", "off")
 ATTENTION = "rerank_sdpa"
 MIN_TRANSFORMERS = (5, 0)
@@ -52,22 +73,39 @@ def _transformers_supported() -> bool:
     return tuple(int(part) for part in parts if part.isdigit()) >= MIN_TRANSFORMERS
 
 
-def enable(model: PreTrainedModel, cheap_dropout: bool = True) -> list[str]:
-    """Apply the speed-ups that fit ``model``; the names of those applied (see the module docstring)."""
+def resolve(speedups: str | Sequence[str]) -> tuple[str, ...]:
+    """The names that a ``model.speedups`` value enables (``auto``: :data:`AUTO`; ``off``: none).
+
+    Raises:
+        ValueError: a value or name that is none of these.
+    """
+    if isinstance(speedups, str):
+        if speedups not in MODES:
+            raise ValueError(f"model.speedups must be auto, off or a list of {', '.join(SPEEDUPS)}; got {speedups!r}")
+        return AUTO if speedups == "auto" else ()
+    unknown = [name for name in speedups if name not in SPEEDUPS]
+    if unknown:
+        raise ValueError(f"model.speedups: unknown {', '.join(map(repr, unknown))}; known: {', '.join(SPEEDUPS)}")
+    return tuple(name for name in SPEEDUPS if name in speedups)
+
+
+def enable(model: PreTrainedModel, names: Sequence[str] = AUTO) -> list[str]:
+    """Apply the speed-ups ``names`` that fit ``model``; the names of those applied (see the module docstring)."""
     if not _transformers_supported():
         logger.warning("speed-ups off: transformers %s is older than %s", version("transformers"),
                        ".".join(map(str, MIN_TRANSFORMERS)))
         return []
-    applied = []
-    if _cls_only_last_layer(model):
-        applied.append("cls_only_last_layer")
-    if cheap_dropout and _cheap_dropout(model):
-        applied.append("cheap_dropout")
-    return applied
+    apply = {"cls_only_last_layer": _cls_only_last_layer, "cheap_dropout": _cheap_dropout, "unpadded": _unpadded,
+             "compiled": _compiled, "fused_adamw": lambda _: True, "bf16_weights": lambda _: True}
+    return [name for name in SPEEDUPS if name in names and apply[name](model)]
 
 
 def disable(model: PreTrainedModel) -> None:
     """Restore the stock modules that :func:`enable` replaced."""
+    if "forward" in vars(model):
+        del model.forward
+    for block in position_wise(model):
+        block._compiled_call_impl = None  # nn.Module.compile's, undone
     layer = _last_bert_layer(model)
     if layer is not None and "forward" in vars(layer):
         del layer.forward
@@ -119,6 +157,40 @@ def _cls_only_forward(layer: nn.Module, hidden_states: Tensor, attention_mask: T
                                     dropout=attention.dropout.p if layer.training else 0.0)
     attended = layer.attention.output(context.reshape(batch, 1, -1), cls)
     return layer.output(layer.intermediate(attended), attended)
+
+
+# compiled position-wise blocks ----------------------------------------------------------------------------------
+
+def position_wise(model: PreTrainedModel) -> list[nn.Module]:
+    """Each BERT layer's attention output block, intermediate block and output block (empty for other models)."""
+    encoder = getattr(model.base_model, "encoder", None)
+    return [block for layer in getattr(encoder, "layer", []) for block in
+            (getattr(getattr(layer, "attention", None), "output", None), getattr(layer, "intermediate", None),
+             getattr(layer, "output", None)) if block is not None]
+
+
+def _compiled(model: PreTrainedModel) -> bool:
+    blocks = position_wise(model)
+    if not blocks:
+        logger.warning("speed-up compiled off: %s has no BERT layers", type(model).__name__)
+        return False
+    for block in blocks:
+        block.compile(dynamic=True)
+    return True
+
+
+# unpadded rows --------------------------------------------------------------------------------------------------
+
+def _unpadded(model: PreTrainedModel) -> bool:
+    why = fits(model)
+    if why is None and model.config.attention_probs_dropout_prob > 0:
+        why = (f"its attention dropout is {model.config.attention_probs_dropout_prob} (variable-length attention has "
+               "none; model.encoder_dropout: 0 turns it off)")
+    if why is not None:
+        logger.warning("speed-up unpadded off: %s", why)
+        return False
+    model.forward = types.MethodType(unpadded_forward, model)
+    return True
 
 
 # cheap dropout masks ------------------------------------------------------------------------------------------

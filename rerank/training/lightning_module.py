@@ -61,6 +61,7 @@ from ..teacher import TeacherConfig, TeacherRuns
 from .batches import EvaluationBatch, TrainingBatch
 from .checks import check_click_head, check_list_size, click_estimators
 from .datamodule import RerankDataModule
+from .optimizer import adamw
 from .sources import SourceConfig
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,8 @@ class RerankModule(pl.LightningModule):
         encoder_dropout: the encoder's dropout (hidden states and attention probabilities; default: the model's).
         freeze_embeddings: train the encoder above its embeddings only (they keep the loaded weights).
         gradient_checkpointing: recompute encoder activations in the backward pass to save memory.
-        speedups: ``auto`` (the CPU speed-ups of :mod:`rerank.model.speedups` where they fit the model) or ``off``.
+        speedups: ``auto`` (the speed-ups of :mod:`rerank.model.speedups` measured faster on a CPU, where they fit
+            the model), ``off``, or a list of their names (``[cls_only_last_layer, cheap_dropout, unpadded]``).
         forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
             row (less padding; None: the whole batch at once).
         encoder_lr: AdamW learning rate of the encoder.
@@ -133,7 +135,7 @@ class RerankModule(pl.LightningModule):
         encoder_dropout: float | None = None,
         freeze_embeddings: bool = False,
         gradient_checkpointing: bool = False,
-        speedups: str = "auto",
+        speedups: str | list[str] = "auto",
         forward_chunk_size: int | None = 8,
         encoder_lr: float = 2e-5,
         head_lr: float = 1e-3,
@@ -158,8 +160,7 @@ class RerankModule(pl.LightningModule):
             raise ValueError(f"model.deploy must be auto or one of {', '.join(RANKERS)}; got {deploy!r}")
         if deploy in ("interpolated", "fused") and not interpolate:
             raise ValueError(f"model.deploy {deploy} is a fusion, measured only with model.interpolate: true")
-        if speedups not in speedups_module.MODES:
-            raise ValueError(f"model.speedups must be one of {', '.join(speedups_module.MODES)}; got {speedups!r}")
+        names = speedups_module.resolve(speedups)
         for name, value in (("encoder_lr", encoder_lr), ("head_lr", head_lr), ("teacher_weight", teacher_weight)):
             check_range(f"model.{name}", value, above=0)
         for name, value in (("warmup", warmup), ("weight_decay", weight_decay)):
@@ -184,7 +185,7 @@ class RerankModule(pl.LightningModule):
             self.model.freeze_embeddings()
         self.model.train()
         self.hparams["tokenization"] = dataclasses.asdict(self.model.tokenization)  # what export records
-        self.speedups = speedups_module.enable(self.model.model) if speedups == "auto" else []
+        self.speedups = speedups_module.enable(self.model.model, names)
         self.judgments, self.teacher_run = judgments, teacher_run
         self.interpolation_weight: float | None = None
         self.fusion_weights: tuple[float, ...] | None = None
@@ -255,7 +256,11 @@ class RerankModule(pl.LightningModule):
                         len(learnt), ", ".join(f"{p:.4f}" for p in learnt))
 
     def configure_optimizers(self) -> dict[str, Any]:
-        """AdamW with one learning rate for the encoder and one for the head; linear warmup, then linear decay."""
+        """AdamW with one learning rate for the encoder and one for the head; linear warmup, then linear decay
+        (:mod:`rerank.training.optimizer`: with ``bf16_weights``, the model's weights are cast to bfloat16 here,
+        its float32 masters kept by the optimizer)."""
+        if "bf16_weights" in self.speedups:
+            self.model.to(torch.bfloat16)
         head = {id(p) for p in self.model.head_parameters()}
         groups: dict[tuple[float, float], list[torch.nn.Parameter]] = {}
         for parameter in self.model.parameters():
@@ -268,7 +273,7 @@ class RerankModule(pl.LightningModule):
             if any(True for _ in head.parameters()):
                 lr = head.lr if head.lr is not None else self.hparams.head_lr
                 param_groups.append({"params": list(head.parameters()), "lr": lr, "weight_decay": 0.0})
-        optimizer = torch.optim.AdamW(param_groups)
+        optimizer = adamw(param_groups, self.speedups)
         total = int(self.trainer.estimated_stepping_batches)
         warmup = self.hparams.warmup
         warmup_steps = round(warmup * total) if warmup < 1 else int(warmup)

@@ -1,0 +1,83 @@
+"""rerank: train, evaluate and export BERT cross-encoder re-rankers with listwise ranking losses.
+
+The public API (everything else is an implementation detail that may move)::
+
+    from rerank import Reranker, RerankModule, RerankDataModule, build, evaluate
+
+- :class:`Reranker`: score and re-rank with a trained (exported) model, from Python.
+- :class:`RerankModule` (``model:`` in configs) and :class:`RerankDataModule` (``data:``): the Lightning pieces
+  that ``rerank fit`` trains, with their configuration dataclasses :class:`CollectionConfig`,
+  :class:`FirstStageConfig`, :class:`FoldsConfig` and :class:`TokenizationConfig`.
+- :data:`LOSSES`, :func:`build`, :class:`RankingLoss`: the loss heads.
+- :func:`evaluate`: trec_eval measures of a run.
+- :class:`CrossEncoderModel`: the scoring model; :class:`RunDirectory`: where ``rerank fit`` writes.
+
+The command line is ``rerank <command>`` (:mod:`rerank.cli`). Each name is imported on first use (PEP 562), so
+``import rerank`` and the command line's help load neither torch nor Lightning.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .data.collection import CollectionConfig
+    from .data.folds import FoldsConfig
+    from .evaluation import evaluate
+    from .first_stage.config import FirstStageConfig
+    from .losses import LOSSES, RankingLoss, build
+    from .model.cross_encoder import CrossEncoderModel
+    from .model.tokenization import TokenizationConfig
+    from .reranker import Reranker
+    from .run_directory import RunDirectory
+    from .training.datamodule import RerankDataModule
+    from .training.lightning_module import RerankModule
+
+__version__ = "0.2.0"
+
+_WHERE = {
+    "CrossEncoderModel": ".model.cross_encoder",
+    "CollectionConfig": ".data.collection",
+    "RerankDataModule": ".training.datamodule",
+    "FoldsConfig": ".data.folds",
+    "TokenizationConfig": ".model.tokenization",
+    "evaluate": ".evaluation",
+    "FirstStageConfig": ".first_stage.config",
+    "RerankModule": ".training.lightning_module",
+    "LOSSES": ".losses",
+    "RankingLoss": ".losses",
+    "build": ".losses",
+    "Reranker": ".reranker",
+    "RunDirectory": ".run_directory",
+}
+"""Each public name and the module it lives in."""
+
+__all__ = [
+    "LOSSES",
+    "CollectionConfig",
+    "CrossEncoderModel",
+    "FirstStageConfig",
+    "FoldsConfig",
+    "RankingLoss",
+    "RerankDataModule",
+    "RerankModule",
+    "Reranker",
+    "RunDirectory",
+    "TokenizationConfig",
+    "__version__",
+    "build",
+    "evaluate",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

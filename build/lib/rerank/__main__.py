@@ -1,0 +1,5 @@
+"""``python -m rerank <command>``: the ``rerank`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,56 @@
+"""The ``rerank`` command: ``rerank <command> [options]`` (``python -m rerank <command>`` is the same).
+
+Every command parses its options the same way (:mod:`rerank.cli.arguments`): ``--config`` files that stack,
+bare config names from ``configs/``, and options spelled as in the YAML (``--data.first_stage.backend bm25s``).
+A user error prints one line and exits with status 2 (``RERANK_DEBUG=1`` shows the traceback).
+
+This module and the ones it loads first (:mod:`~rerank.cli.configs`, :mod:`~rerank.cli.schema`,
+:mod:`~rerank.cli.errors`) import neither torch nor Lightning: ``rerank --help``, ``rerank <command> --help``
+and a mistyped option or config file are answered before the command's libraries load.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from .commands import COMMANDS, HELP_ALL, MODULES
+from .errors import run
+
+HELP = ("-h", "--help")
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: rerank <command> [options]   (rerank <command> --help for its options)", "", "commands:"]
+    return "\n".join([*lines, *(f"  {name:<{width}}  {summary}" for name, summary in COMMANDS.items())])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Dispatch ``rerank <command> ...`` to ``rerank.cli.<command>.main``, after the torch-free checks."""
+    arguments = sys.argv[1:] if argv is None else argv
+    if not arguments or arguments[0] in HELP:
+        print(usage())
+        raise SystemExit(0 if arguments else 2)
+    command, *options = arguments
+    if command not in COMMANDS:
+        print(f"rerank: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
+        raise SystemExit(2)
+    run(lambda _: dispatch(command, options))
+
+
+def dispatch(command: str, options: list[str]) -> None:
+    """``--help`` from the stored text, the stored schema's checks, then the command itself."""
+    from . import schema
+    from .configs import resolve_configs
+
+    every = HELP_ALL in options  # every option the command accepts, not only those it reads
+    if every or (len(options) == 1 and options[0] in HELP):
+        text = schema.help_text(command, every)
+        if text is not None:
+            print(text, end="")
+            return
+        options = ["--help"]  # the parser's own (every option), where the stored text may differ from it
+    if not any(option in HELP for option in options):
+        schema.check(command, resolve_configs(options))
+    importlib.import_module(f"{__name__}.{MODULES.get(command, command)}").main(options)

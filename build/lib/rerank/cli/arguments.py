@@ -1,0 +1,184 @@
+"""What every command shares: one config schema, config files that stack, bare names from ``configs/``.
+
+Every command parses its options with :class:`RerankCLI`, a :class:`~lightning.pytorch.cli.LightningCLI` over
+:class:`~rerank.training.lightning_module.RerankModule` (``model:``),
+:class:`~rerank.training.datamodule.RerankDataModule` (``data:``) and the Trainer (``trainer:``), so an option is
+written the same in every command (``--data.first_stage.backend bm25s``), any training config is accepted by every
+command (each reads the sections it needs), ``--config`` may be repeated (later files win; a later
+``data.collection`` replaces an earlier one as a whole), and ``--config NAME`` resolves ``NAME`` in the repository's
+``configs/`` folder when it is not a file. Commands add their own options (``rerank cv --folds``) and say whether
+they build the classes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from jsonargparse import Namespace
+from lightning.pytorch import Trainer
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.plugins.io import CheckpointIO
+
+from ..checks import check_range
+from ..data.collection import Collection, as_collection_config
+from ..model.sizing import size_tokenization
+from ..model.tokenization import TokenizationConfig
+from ..run_directory import RunDirectory
+from ..training.checkpoint_io import AtomicCheckpointIO
+from ..training.datamodule import RerankDataModule
+from ..training.lightning_module import RerankModule
+from ..training.precision import effective_precision
+from ..training.pretraining import PretrainConfig
+from ..training.progress import progress_callbacks
+from ..training.sources import as_source_configs
+from .configs import resolve_configs
+from .schema import RENAMED
+
+T = TypeVar("T")
+
+
+class RerankParser(LightningArgumentParser):
+    """The Lightning parser, with the new name of any renamed option in its error."""
+
+    def error(self, message: str, *args: Any, **kwargs: Any) -> NoReturn:
+        hints = [f"'{old}' is now '{new}'" for old, new in RENAMED.items()
+                 if f"'{old.rsplit('.', 1)[-1]}'" in message or f"{old}" in message]
+        if hints:
+            message = f"{message}\nrenamed options: {'; '.join(hints)}"
+        super().error(message, *args, **kwargs)
+
+
+class RerankCLI(LightningCLI):
+    """The config schema of every command; ``instantiate=False`` parses without building anything.
+
+    Args:
+        args: the command line (``--config`` names are resolved first).
+        prog: the command's name in usage and errors.
+        description: the command's one-line description.
+        arguments: adds the command's own options to the parser.
+        instantiate: build the model, data module and Trainer (``fit``, ``predict``) or only parse.
+    """
+
+    def __init__(self, args: list[str], prog: str, description: str,
+                 arguments: Callable[[LightningArgumentParser], None] | None = None,
+                 instantiate: bool = True) -> None:
+        self._command_arguments, self._instantiate = arguments, instantiate
+        super().__init__(RerankModule, RerankDataModule, args=resolve_configs(args), run=False,
+                         save_config_callback=None, seed_everything_default=42, parser_class=RerankParser,
+                         load_from_checkpoint_support=False, trainer_defaults={"callbacks": progress_callbacks()},
+                         parser_kwargs={"prog": prog, "description": description})
+
+    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        parser.add_argument("--output_dir", type=str, default="runs/default",
+                            help="the run directory: config, first-stage run, checkpoints, runs, metrics.json")
+        parser.add_argument("--pretrain", type=PretrainConfig | None, default=None,
+                            help="a first training stage without data.collection's judgments, cached across folds "
+                                 "(rerank.training.pretraining)")
+        parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
+        parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
+        parser.set_defaults({
+            "checkpoint.filename": "best", "checkpoint.mode": "max", "checkpoint.save_top_k": 1,
+            "checkpoint.save_last": False,
+            "last_checkpoint.save_top_k": 0, "last_checkpoint.save_last": True,
+            "last_checkpoint.every_n_train_steps": 50,
+        })
+        parser.link_arguments("model.model_name", "data.model_name")
+        parser.link_arguments("model.tokenization", "data.tokenization")
+        parser.link_arguments("model.selection_metric", "checkpoint.monitor", compute_fn=lambda name: f"val/{name}")
+        parser.link_arguments("output_dir", "data.output_dir")
+        parser.link_arguments("output_dir", "trainer.default_root_dir")
+        for key in ("checkpoint.dirpath", "last_checkpoint.dirpath"):
+            parser.link_arguments("output_dir", key, compute_fn=_checkpoints)
+        parser.link_arguments("data", "model.judgments", compute_fn=lambda data: data.judgments, apply_on="instantiate")
+        parser.link_arguments("data", "model.teacher_run", compute_fn=lambda data: data.teacher_run,
+                              apply_on="instantiate")
+        if self._command_arguments is not None:
+            self._command_arguments(parser)
+
+    def before_instantiate_classes(self) -> None:
+        """Before anything is built (the classes check their own options; the checks that span model and data are
+        :mod:`rerank.training.checks`'): the precision the Trainer runs in on this machine
+        (:mod:`rerank.training.precision`) and the ``auto`` lengths sized from the collection
+        (:mod:`rerank.model.sizing`)."""
+        config = self.config
+        check_range("trainer.accumulate_grad_batches", config.trainer.accumulate_grad_batches, 1)
+        if self._instantiate:
+            config.trainer.precision = effective_precision(config.trainer.precision, config.trainer.accelerator)
+            self._size_tokenization()
+
+    def _size_tokenization(self) -> None:
+        """``model.tokenization``'s ``auto`` lengths -> numbers (:mod:`rerank.model.sizing`), once, for the model
+        and the data alike; rows read about what the teacher of the first source with one reads."""
+        config = self.config
+        tokenization = _plain(config.model.tokenization)
+        if not tokenization or TokenizationConfig(**tokenization).resolved:
+            return
+        collection = Collection(as_collection_config(_plain(config.data.collection) or {}, "data.collection"))
+        sources = as_source_configs([_plain(item) for item in config.data.train or []], "data.train")
+        teacher = next((source.teacher for source in sources if source.teacher is not None), None)
+        sized = size_tokenization(TokenizationConfig(**tokenization), config.model.model_name,
+                                  collection.queries.values(), collection.documents, collection.name,
+                                  teacher.max_length - 2 if teacher is not None else None)
+        for section in (config.model, config.data):
+            section.tokenization = Namespace(dataclasses.asdict(sized))
+
+    def instantiate_classes(self) -> None:
+        if self._instantiate:
+            super().instantiate_classes()
+
+    def instantiate_trainer(self, **kwargs: Any) -> Trainer:
+        """The Trainer, writing checkpoints crash-safely (:mod:`rerank.training.checkpoint_io`) unless told
+        otherwise."""
+        plugins = self.config_init.trainer.get("plugins") or []
+        plugins = list(plugins) if isinstance(plugins, list | tuple) else [plugins]
+        if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
+            plugins.append(AtomicCheckpointIO())
+        return super().instantiate_trainer(plugins=plugins, **kwargs)
+
+    def option(self, key: str, cls: type[T] | None = None) -> Any:
+        """The parsed value of ``key`` (``data.first_stage``), as plain values or built into dataclass ``cls``."""
+        value = _plain(self.config[key])
+        if cls is None or isinstance(value, cls):
+            return value
+        try:
+            return cls(**(value or {}))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{key}: {error}") from None
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value as plain data (jsonargparse Namespaces as dicts)."""
+    return value.as_dict() if hasattr(value, "as_dict") else value
+
+
+def _checkpoints(output_dir: str) -> str:
+    return str(RunDirectory(Path(output_dir)).checkpoints)
+
+
+def add_run_option(parser: LightningArgumentParser, what: str) -> None:
+    """``--run FILE``: a command's candidates from a TREC run (:func:`run_shortcut` turns it into the first-stage
+    options before parsing; the parser lists it in the help)."""
+    parser.add_argument("--run", type=str | None, default=None,
+                        help=f"{what} (sets data.first_stage.backend run and data.first_stage.run)")
+
+
+def run_shortcut(arguments: list[str]) -> list[str]:
+    """``--run FILE`` -> ``--data.first_stage.backend run --data.first_stage.run FILE`` (placed last, so it wins)."""
+    kept, files, take = [], [], False
+    for argument in arguments:
+        if take:
+            files.append(argument)
+            take = False
+        elif argument == "--run":
+            take = True
+        elif argument.startswith("--run="):
+            files.append(argument.split("=", 1)[1])
+        else:
+            kept.append(argument)
+    if files:
+        kept += ["--data.first_stage.backend", "run", "--data.first_stage.run", files[-1]]
+    return kept

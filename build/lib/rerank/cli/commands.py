@@ -1,0 +1,29 @@
+"""The commands of ``rerank``, their one-line summaries and modules (torch-free: the dispatcher and the stored
+schema read it before any command loads)."""
+
+from __future__ import annotations
+
+COMMANDS = {
+    "fit": "train a re-ranker, test its best checkpoint, export it",
+    "cv": "cross-validate: one fit per test fold, then the runs and metrics over all folds",
+    "predict": "re-rank a run with a trained model, on one device or many",
+    "bm25": "the first-stage run of a collection and its metrics",
+    "teacher": "score a collection's candidates with a teacher (a bi-encoder) for distillation",
+    "compare": "compare runs with paired t-tests, as a markdown table and plots",
+    "export": "export a checkpoint for transformers, sentence-transformers and ONNX",
+    "clicks": "simulate a click log of a ranking with a click model over the qrels",
+    "interleave": "compare two runs by team-draft interleaving with simulated clicks",
+}
+MODULES = {"bm25": "first_stage"}
+READS = {
+    "bm25": ("output_dir", "data.collection", "data.first_stage", "model.metrics"),
+    "teacher": ("output_dir", "run", "teacher", "data.collection", "data.first_stage", "data.rerank_depth",
+                "model.metrics"),
+    "compare": ("systems", "qrels", "alpha", "output", "data.collection"),
+    "clicks": ("output_dir", "run", "clicks", "data.collection", "data.first_stage", "data.folds"),
+    "interleave": ("output_dir", "run_a", "run_b", "clicks", "data.collection", "data.folds"),
+}
+"""The options each command reads (and their sub-options), where it reads fewer than it accepts: ``--help`` shows
+these; ``--help-all`` every option of the shared config, which every command accepts (the commands that train or
+score, absent here, read them all)."""
+HELP_ALL = "--help-all"

@@ -1,0 +1,94 @@
+"""Config files on the command line: bare names from ``configs/``, and YAML read with the file and line of a mistake.
+
+``--config NAME`` resolves ``NAME`` in the repository's ``configs/`` folder when it is not a file. Every config file
+of a command line is read here before the command's parser sees it (torch-free, in milliseconds), so that a YAML
+syntax error or a byte that is not UTF-8 fails with one line naming the file and line, instead of the parser's
+message about ``"<unicode string>", line 10`` after a full usage dump.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..data.lines import read_text
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_OPTIONS = ("--config", "-c")
+
+
+def resolve_config_path(name: str | Path) -> Path:
+    """``name`` if it is a file, else ``configs/<name>`` (with ``.yaml`` added when missing)."""
+    path = Path(name)
+    if path.is_file():
+        return path
+    for candidate in (CONFIG_DIR / path, CONFIG_DIR / path.with_suffix(".yaml")):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"config {str(name)!r} not found (looked in the working directory and in {CONFIG_DIR})")
+
+
+def _config_arguments(argv: list[str]) -> Iterator[tuple[int, str, bool]]:
+    """``(position, config name, inline)`` of each ``--config NAME`` (inline: ``--config=NAME``) of ``argv``."""
+    for position, argument in enumerate(argv):
+        if argument in CONFIG_OPTIONS and position + 1 < len(argv):
+            yield position + 1, argv[position + 1], False
+        elif argument.startswith("--config="):
+            yield position, argument.split("=", 1)[1], True
+
+
+def resolve_configs(argv: list[str]) -> list[str]:
+    """``--config NAME`` -> ``--config configs/NAME.yaml`` when NAME is not a file (also ``--config=NAME``)."""
+    resolved = list(argv)
+    for position, name, inline in _config_arguments(argv):
+        path = str(resolve_config_path(name))
+        resolved[position] = f"--config={path}" if inline else path
+    return resolved
+
+
+def config_files(argv: list[str]) -> list[Path]:
+    """The config files that ``argv`` names (after :func:`resolve_configs`), in order."""
+    return [Path(name) for _, name, _ in _config_arguments(argv)]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One key of a config file: its dotted path, its value and the line it is on."""
+
+    key: str
+    value: Any
+    line: int
+
+
+def read_config(path: Path) -> yaml.Node | None:
+    """A config file's YAML node tree (None when empty), or a ValueError naming the file and line of the mistake."""
+    text = read_text(path)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        yaml.safe_load(text)  # the values too (e.g. an undefined alias), with the same error
+    except yaml.MarkedYAMLError as error:
+        mark, context = error.problem_mark or error.context_mark, error.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = " ".join(part for part in (error.context, error.problem) if part)
+        if context is not None and mark is not None and context.line != mark.line:
+            problem += f" (the construct began on line {context.line + 1})"
+        raise ValueError(f"{where}: not valid YAML: {problem}") from None
+    except yaml.YAMLError as error:
+        raise ValueError(f"{path}: not valid YAML: {error}") from None
+    if node is not None and not isinstance(node, yaml.MappingNode):
+        raise ValueError(f"{path}:{node.start_mark.line + 1}: a config file holds a mapping of options "
+                         "(model:, data:, trainer:, ...)")
+    return node
+
+
+def settings(node: yaml.MappingNode, prefix: str = "") -> Iterator[tuple[Setting, yaml.Node]]:
+    """Every key of a mapping node, with its dotted path and line, and its value's node (walked by the caller)."""
+    constructor = yaml.SafeLoader("")
+    for key_node, value_node in node.value:
+        mapping = isinstance(value_node, yaml.MappingNode)
+        value = None if mapping else constructor.construct_object(value_node, deep=True)
+        yield Setting(f"{prefix}{key_node.value}", value, key_node.start_mark.line + 1), value_node

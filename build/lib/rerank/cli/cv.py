@@ -1,0 +1,174 @@
+"""Cross-validation: ``rerank cv --config robust04.yaml --output_dir DIR [--folds 1,2,3,4,5] [fit options]``.
+
+The options are ``rerank fit``'s, parsed by the same parser, so the folds rotated here are exactly those the
+fits see (``--data.folds.count 10`` rotates 10 folds). Runs ``rerank fit`` once per test fold (``DIR/fold<k>``,
+each in its own process; validation is the fold before the test fold, training the others, as in
+:mod:`rerank.data.folds`), skipping folds whose ``metrics.json`` exists, so an interrupted cross-validation
+resumes where it stopped (an interrupted fold from its ``last.ckpt``). Then it concatenates the per-fold test runs
+and writes ``DIR/cv_metrics.json``: each measure the fits report (``model.metrics``) over all queries, per fold,
+and mean +- standard error over folds (:class:`~rerank.run_directory.CrossValidationDirectory`), and the ranker
+each fold deployed (``deployed``: each query by its fold's, with paired t-tests against the first stage and the
+teacher), then prints a summary of them (:mod:`rerank.cli.summary`).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.cli import LightningArgumentParser
+
+from ..data.collection import Collection, as_collection_config
+from ..data.folds import FoldsConfig
+from ..data.trec import Qrels, Run, read_run, write_run
+from ..errors import UserError
+from ..evaluation import evaluate, paired_p
+from ..logs import configure_logging
+from ..run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
+from .arguments import RerankCLI
+from .errors import run
+from .summary import cv_summary, show
+
+logger = logging.getLogger(__name__)
+DEPLOYED = "deployed"
+"""The system of every query scored by its fold's deployed ranker (``test.deployed.run``)."""
+DESCRIPTION = __doc__.splitlines()[0]
+
+
+def _arguments(parser: LightningArgumentParser) -> None:
+    parser.add_argument("--folds", type=str | None, default=None,
+                        help="comma-separated test folds (default: every fold of data.folds)")
+
+
+def fold_command(arguments: list[str], fold: int, directory: RunDirectory) -> list[str]:
+    """The ``rerank fit`` command of one fold: the cv command's options, this fold, its run directory."""
+    command = [sys.executable, "-m", "rerank", "fit", *arguments, "--data.folds.test", str(fold),
+               "--output_dir", str(directory.root)]
+    if directory.last_checkpoint.exists():
+        command += ["--ckpt_path", "last"]  # an interrupted fold resumes
+    return command
+
+
+def first_stage_of(directory: RunDirectory, test: Run) -> Run:
+    """The first-stage candidates that were re-ranked for the test queries (the fold's first-stage run)."""
+    first_stage = read_run(directory.first_stage_run)
+    return {qid: {doc: first_stage[qid][doc] for doc in docs} for qid, docs in test.items()}
+
+
+def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, measure: str) -> dict[str, Any]:
+    """Concatenated runs and their metrics over all queries, and mean +- standard error over folds; the deployed
+    ranker of each fold (``deployed``: every query by its fold's), with paired t-tests on ``measure`` against the
+    first stage and the teacher."""
+    runs: dict[str, Run] = {system: {} for system in (*SYSTEMS, DEPLOYED)}
+    per_fold: dict[str, list[dict[str, float]]] = {system: [] for system in (*SYSTEMS, DEPLOYED)}
+    deployed: list[str] = []
+    for fold in folds:
+        directory = folder.fold(fold)
+        test = read_run(directory.run("test"))
+        fold_runs = {"reranker": test, "first_stage": first_stage_of(directory, test)}
+        fold_runs |= {system: read_run(directory.run(f"test.{system}")) for system in (*TEACHERS, *FUSIONS)
+                      if directory.run(f"test.{system}").exists()}
+        metrics = directory.read_metrics()
+        ranker = (directory.read_deployment() or {}).get("ranker", "reranker")  # earlier folds: the pure model
+        deployed.append(ranker)
+        for system, run_of_fold in (*fold_runs.items(), (DEPLOYED, fold_runs[ranker])):
+            runs[system].update(run_of_fold)
+        for system, values in (*metrics.items(), (DEPLOYED, metrics[ranker])):
+            per_fold[system].append(measures_of(values))
+    report: dict[str, Any] = {"folds": folds, "all_queries": {}, "over_folds": {}, "per_fold": {},
+                              DEPLOYED: {"per_fold": deployed, "tests": significance(runs, qrels, measure)}}
+    for system, system_run in runs.items():
+        if not system_run:
+            continue
+        values = per_fold[system]
+        measures = list(values[0])
+        write_run(system_run, folder.run(system), tag=system)
+        report["all_queries"][system] = evaluate(system_run, {q: qrels[q] for q in system_run if q in qrels},
+                                                 measures).mean
+        report["per_fold"][system] = values  # in the order of ``folds``
+        report["over_folds"][system] = {
+            name: {"mean": statistics.fmean(v[name] for v in values),
+                   "stderr": statistics.stdev(v[name] for v in values) / math.sqrt(len(values)) if len(values) > 1
+                   else 0.0} for name in measures}
+    folder.write_metrics(report)
+    return report
+
+
+def significance(runs: dict[str, Run], qrels: Qrels, measure: str) -> dict[str, dict[str, float]]:
+    """The deployed ranker against the first stage and the teacher over the queries they share: the mean difference
+    on ``measure`` and the p-value of a paired two-sided t-test."""
+    deployed = runs[DEPLOYED]
+    tests = {}
+    for baseline in ("first_stage", "teacher"):
+        queries = {qid: qrels[qid] for qid in deployed if qid in qrels and qid in runs[baseline]}
+        if not queries or len(queries) < len({qid for qid in deployed if qid in qrels}):
+            continue  # the baseline lacks some folds' queries (no teacher there)
+        ours, theirs = (evaluate(run, queries, [measure]).per_query for run in (deployed, runs[baseline]))
+        ordered = sorted(queries)
+        difference = statistics.fmean(ours[q][measure] - theirs[q][measure] for q in ordered)
+        tests[baseline] = {"difference": difference, "queries": len(ordered),
+                           "p": paired_p([ours[q][measure] for q in ordered], [theirs[q][measure] for q in ordered])}
+    return tests
+
+
+def test_folds(option: str | None, folds: FoldsConfig) -> list[int]:
+    """The test folds ``--folds`` names (default: all of ``data.folds``)."""
+    count = folds.fold_count
+    if not option:
+        return list(range(1, count + 1))
+    try:
+        chosen = [int(k) for k in option.split(",")]
+    except ValueError:
+        raise ValueError(f"--folds {option}: expected comma-separated fold numbers") from None
+    wrong = [k for k in chosen if not 1 <= k <= count]
+    if wrong:
+        raise ValueError(f"--folds {option}: data.folds defines folds 1..{count}")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    configure_logging()
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    cli = RerankCLI(arguments, prog="rerank cv", description=DESCRIPTION, arguments=_arguments, instantiate=False)
+    folder = CrossValidationDirectory(Path(cli.config.output_dir))
+    folds = test_folds(cli.config.folds, cli.option("data.folds", FoldsConfig))
+    fit_arguments = _without(arguments, ("--folds", "--output_dir"))
+    with folder.claimed("rerank cv"):
+        for fold in folds:
+            directory = folder.fold(fold)
+            if directory.metrics.exists():
+                logger.info("fold %d: done already (%s), skipped", fold, directory.root)
+                continue
+            command = fold_command(fit_arguments, fold, directory)
+            logger.info("fold %d: %s", fold, " ".join(command))
+            done = subprocess.run(command)
+            if done.returncode != 0:
+                raise UserError(f"fold {fold} failed (exit {done.returncode}; its error is above); mend it and rerun "
+                                "the same command to resume")
+        collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
+        measure = cli.config.model.selection_metric
+        report = summarise(folder, folds, collection.qrels, measure)
+    show(cv_summary(report, measure, folder.root))
+    return report
+
+
+def _without(arguments: list[str], options: tuple[str, ...]) -> list[str]:
+    """``arguments`` without ``options`` and their values (``--x v`` and ``--x=v``)."""
+    kept, skip = [], False
+    for argument in arguments:
+        if skip:
+            skip = False
+        elif argument in options:
+            skip = True
+        elif not argument.startswith(tuple(f"{option}=" for option in options)):
+            kept.append(argument)
+    return kept
+
+
+if __name__ == "__main__":
+    run(main)

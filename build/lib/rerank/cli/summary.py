@@ -1,0 +1,111 @@
+"""What ``rerank fit`` and ``rerank cv`` print when they end: each ranker's test figure beside BM25 and the teachers,
+the deployed one marked, where the model is, and the one command that re-ranks with it.
+
+The figures are those of ``metrics.json`` and ``cv_metrics.json`` (the summary is made from the same dictionaries
+that are written), rounded to 4 decimals.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from ..deployment import NAMES, Deployment
+from ..run_directory import RunDirectory
+
+ROWS = (("first_stage", "first stage"),
+        ("teacher_bi_encoder", "teacher: bi-encoder"),
+        ("teacher", "teacher"),
+        ("reranker", "re-ranker"),
+        ("interpolated", "interpolated"),
+        ("fused", "fused"))
+"""The systems of a summary, in the order shown, and how each is named."""
+MARK = "<- deployed"
+
+
+def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, directory: RunDirectory,
+                measure: str, queries: int) -> list[str | Table]:
+    """The end of ``rerank fit``: the test figure of each ranker on ``measure`` (with the validation figure the
+    choice was made on), the deployed one marked, its warnings, the model's folder and the command to use it."""
+    table = Table(title=f"{measure} on the {queries} judged test queries (and on validation)", title_justify="left")
+    for column, justify in (("ranker", "left"), ("weights", "left"), ("test", "right"), ("validation", "right"),
+                            ("", "left")):
+        table.add_column(column, justify=justify)
+    for system, name in ROWS:
+        if system not in metrics:
+            continue
+        validation = deployment.validation.get(system)
+        table.add_row(name, weights(metrics[system]), f"{metrics[system][measure]:.4f}",
+                      "" if validation is None else f"{validation:.4f}", MARK if system == deployment.ranker else "")
+    lines: list[str | Table] = [table, f"deployed: {deployment.describe()}: {rule(deployment)}"]
+    lines += [f"warning: {line}" for line in deployment.warnings()]
+    model = directory.model
+    lines += [f"model: {model} (rerank predict and rerank.Reranker re-rank with the deployed ranker; transformers "
+              "and sentence-transformers load the pure re-ranker)",
+              "re-rank with it: " + predict_command(directory)]
+    return lines
+
+
+def weights(values: dict[str, float]) -> str:
+    """A fusion's weights as ``metrics.json`` holds them (``w``; ``w_reranker``, ...), as ``0.9 / 0.1``."""
+    if "w" in values:
+        return f"{values['w']:g} / {1 - values['w']:.10g}"
+    return " / ".join(f"{values[key]:g}" for key in ("w_reranker", "w_teacher", "w_first_stage") if key in values)
+
+
+def rule(deployment: Deployment) -> str:
+    """Why the deployed ranker was chosen, in words."""
+    if not deployment.validation:
+        return "no validation figures (the pure re-ranker)"
+    chosen = deployment.validation.get(deployment.ranker)
+    others = [f"{NAMES[name]} {value:.4f}" for name, value in deployment.validation.items()
+              if name != deployment.ranker and name in ("reranker", "interpolated", "fused")]
+    return (f"the highest on validation, {deployment.measure} {chosen:.4f}"
+            + (f" (against {', '.join(others)}; ties go to the simpler)" if others else ""))
+
+
+def predict_command(directory: RunDirectory) -> str:
+    """``rerank predict`` with the run's own config and model, re-ranking its first-stage run (every query)."""
+    output = directory.root.with_name(f"{directory.root.name}-predict")
+    return shlex.join(["rerank", "predict", "--config", str(directory.config), "--model.model_name",
+                       str(directory.model), "--run", str(directory.first_stage_run), "--output_dir", str(output)])
+
+
+def cv_summary(report: dict[str, Any], measure: str, root: Path) -> list[str | Table]:
+    """The end of ``rerank cv``: each system over all queries and per fold on ``measure``, the deployed ranker of
+    each fold, and its paired t-tests against the first stage and the teacher."""
+    folds = report["folds"]
+    table = Table(title=f"{measure} over all queries of folds {', '.join(map(str, folds))} (and per fold)",
+                  title_justify="left")
+    table.add_column("ranker")
+    table.add_column("all queries", justify="right")
+    for fold in folds:
+        table.add_column(f"fold {fold}", justify="right")
+    deployed = report.get("deployed", {})
+    for system, name in (*ROWS, ("deployed", "deployed (each fold's own)")):
+        if system not in report["all_queries"]:
+            continue
+        table.add_row(name, f"{report['all_queries'][system][measure]:.4f}",
+                      *(f"{values[measure]:.4f}" for values in report["per_fold"][system]))
+    lines: list[str | Table] = [table]
+    if deployed:
+        lines.append("deployed per fold: " + ", ".join(f"fold {fold} {ranker}"
+                                                       for fold, ranker in zip(folds, deployed["per_fold"])))
+        for baseline, test in deployed.get("tests", {}).items():
+            lines.append(f"deployed against the {NAMES.get(baseline, baseline)}: {test['difference']:+.4f} "
+                         f"{measure}, paired t-test over {test['queries']} queries, p = {test['p']:.2g}"
+                         + (" (significant at 0.05)" if test["p"] < 0.05 else " (level)"))
+    lines.append(f"runs and metrics: {root} (cv_metrics.json; test.deployed.run: every query by its fold's deployed "
+                 "ranker)")
+    return lines
+
+
+def show(lines: list[str | Table]) -> None:
+    """Print a summary (tables through rich, lines as they are)."""
+    console = Console(soft_wrap=True)
+    for line in lines:
+        console.print(line, highlight=False)

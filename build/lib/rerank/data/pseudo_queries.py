@@ -1,0 +1,128 @@
+"""Pseudo-queries made from the collection itself: training queries that cost no judgments.
+
+After MacAvaney, Yates, Hui and Frieder, *Content-Based Weak Supervision for Ad-Hoc Re-Ranking* (SIGIR 2019):
+a document's title is a query to which the document itself is relevant, and the first stage's other candidates
+for that query are its competitors (unjudged, label 0). A document without a usable title gives its first
+sentence instead (cut at ``max_words`` words). With ``per_document`` above 1, a document also gives the next
+sentences of its body, each a query of its own (``pseudo:<doc id>#2``, ``#3``, ...): more, and more varied, queries
+for a stage that learns from a teacher's scores over their candidates.
+
+The set is deterministic: documents are taken in a seeded order (``seed``) until ``count`` usable queries are
+found. It never looks at judgments (only at documents), so it is the same for every fold. Trivial queries are
+left out: fewer than ``min_words`` content words (words that are not English stop words), and texts that several
+documents share (which document would be the relevant one?). The set is cached under
+``$RERANK_CACHE/pseudo_queries`` by the documents' fingerprint and these settings.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import re
+from dataclasses import asdict, dataclass
+
+from ..atomic import atomic_write
+from ..cache import cache_path, intact, sealing
+from ..checks import check_range
+from .collection import Documents
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "pseudo:"
+"""Pseudo-query ids are ``pseudo:<doc id>`` (a document's first), then ``pseudo:<doc id>#2``, ``#3``, ..."""
+_WORD = re.compile(r"\w+")
+_SENTENCE_END = re.compile(r"(?<=\w)\s*[.!?]\s+")
+
+
+@dataclass(frozen=True)
+class PseudoQueryConfig:
+    """How pseudo-queries are drawn.
+
+    Attributes:
+        count: usable pseudo-queries wanted (None: all that the documents give).
+        seed: seeds the order in which documents are taken.
+        min_words: content words (not stop words) a query needs.
+        max_words: words a query keeps (of a title or a sentence).
+        per_document: queries a document may give: its title (else its first sentence), then its body's next
+            sentences in order.
+    """
+
+    count: int | None = 1000
+    seed: int = 42
+    min_words: int = 3
+    max_words: int = 24
+    per_document: int = 1
+
+    def __post_init__(self) -> None:
+        if self.count is not None:  # null: all
+            check_range("pseudo.count", self.count, 1)
+        if not 1 <= self.min_words <= self.max_words:
+            raise ValueError(f"pseudo: need 1 <= min_words <= max_words; got {self.min_words} and {self.max_words}")
+        check_range("pseudo.per_document", self.per_document, 1)
+
+
+@dataclass(frozen=True)
+class PseudoQuery:
+    """A pseudo-query and the document it was made from (its one relevant document)."""
+
+    query_id: str
+    text: str
+    doc_id: str
+
+
+def pseudo_queries(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
+    """The pseudo-queries of ``documents`` (cached; see the module docstring)."""
+    path = cache_path("pseudo_queries", documents.source(), documents.fingerprint(), asdict(config), suffix=".tsv")
+    if intact(path, "pseudo-queries"):
+        with path.open(encoding="utf-8") as handle:
+            return [PseudoQuery(*line.rstrip("\n").split("\t")) for line in handle]
+    queries = _draw(documents, config)
+    with atomic_write(path, finish=sealing(path)) as handle:
+        handle.writelines(f"{query.query_id}\t{query.text}\t{query.doc_id}\n" for query in queries)
+    logger.info("%d pseudo-queries from %d documents (cached in %s)", len(queries), len(documents), path)
+    return queries
+
+
+def _draw(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    stopwords = set(STOPWORDS_EN)
+    titles = dict(documents.iter_titles())
+    order = sorted(titles)
+    random.Random(config.seed).shuffle(order)
+    owner: dict[str, PseudoQuery | None] = {}  # text -> its query, or None once several documents gave it
+    texts = ((doc_id, rank, text) for doc_id in order  # lazily: documents are read only until count is reached
+             for rank, text in enumerate(_query_texts(titles[doc_id], documents, doc_id, config, stopwords), start=1))
+    usable = 0
+    for doc_id, rank, text in texts:
+        if config.count is not None and usable >= config.count:
+            break
+        if text in owner:
+            usable -= owner[text] is not None
+            owner[text] = None
+        else:
+            owner[text] = PseudoQuery(f"{PREFIX}{doc_id}" if rank == 1 else f"{PREFIX}{doc_id}#{rank}", text, doc_id)
+            usable += 1
+    return [query for query in owner.values() if query is not None]
+
+
+def _query_texts(title: str, documents: Documents, doc_id: str, config: PseudoQueryConfig,
+                 stopwords: set[str]) -> list[str]:
+    """Up to ``per_document`` distinct usable texts: the title (else the first sentence), then the body's next
+    sentences, each cut at ``max_words`` words."""
+    body = documents.text(doc_id).removeprefix(title).strip()  # the text joins title and body
+    sentences = _SENTENCE_END.split(body, maxsplit=config.per_document)[: config.per_document]
+    texts: list[str] = []
+    for text in (_cut(title, config), *(_cut(sentence, config) for sentence in sentences)):
+        if _usable(text, config, stopwords) and text not in texts:
+            texts.append(text)
+    return texts[: config.per_document]
+
+
+def _cut(text: str, config: PseudoQueryConfig) -> str:
+    return " ".join(text.split()[: config.max_words]).strip(" .")
+
+
+def _usable(text: str, config: PseudoQueryConfig, stopwords: set[str]) -> bool:
+    content = {word for word in _WORD.findall(text.lower()) if word not in stopwords and not word.isdigit()}
+    return len(content) >= config.min_words

@@ -1,0 +1,169 @@
+"""Export a trained re-ranker to a folder that ``transformers`` and ``sentence-transformers`` load as is.
+
+The folder holds ``config.json`` (with the tokenization the model was trained and evaluated with, key
+``rerank``), ``model.safetensors`` and the tokenizer (``model_max_length`` = the trained ``max_length``) in the
+Hugging Face layout, so that ``transformers.AutoModelForSequenceClassification.from_pretrained(DIR)`` and
+``sentence_transformers.CrossEncoder(DIR)`` load it (the config tells sentence-transformers to return the raw
+score, not a sigmoid of it), plus a model card (``README.md``). With ``onnx``, ``model.onnx`` takes
+``input_ids``, ``attention_mask`` (and ``token_type_ids``) with dynamic batch and sequence axes and returns
+``scores``, traced from the stock Hugging Face modules; it is checked against PyTorch on sample pairs before
+the folder is published. The folder appears complete or not at all (:func:`rerank.atomic.atomic_directory`).
+``rerank fit`` exports its best checkpoint to ``<output_dir>/model``; ``rerank export`` exports any checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from .atomic import atomic_directory
+from .deployment import NAMES, PARTS, Deployment
+from .model import speedups
+from .model.cross_encoder import CrossEncoderModel
+from .run_directory import RunDirectory, measures_of
+
+logger = logging.getLogger(__name__)
+
+ONNX_TOLERANCE = 1e-4
+IDENTITY = "torch.nn.modules.linear.Identity"
+SAMPLE_PAIRS = [
+    ("what similarity laws must be obeyed", "experimental investigation of the aerodynamics of a wing in a slipstream"),
+    ("heat flux", "the heat transfer to a blunt body in hypersonic flow is measured in a shock tunnel and compared "
+                  "with laminar boundary layer theory " * 3),
+    ("a", "b"),
+]
+
+
+def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | None = None,
+           onnx: bool = False, deployment: Deployment | None = None,
+           finish: Callable[[Path], None] | None = None) -> Path:
+    """Write ``model`` to the folder ``out`` (replacing it), atomically, with the ranker it deploys (default: the
+    pure cross-encoder) in ``config.json`` and described in the card; returns ``out``. ``finish``: as
+    :func:`rerank.atomic.atomic_directory`'s (a cache entry's seal)."""
+    out = Path(out)
+    deployment = deployment or Deployment()
+    with atomic_directory(out, finish=finish) as staging:
+        model.model.config.sentence_transformers = {"activation_fn": IDENTITY}
+        model.save_pretrained(str(staging), deployment=deployment.as_dict())
+        (staging / "README.md").write_text(model_card(card or {}, deployment), encoding="utf-8")
+        if onnx:
+            export_onnx(model, staging / "model.onnx")
+    return out
+
+
+def export_onnx(model: CrossEncoderModel, path: Path) -> float:
+    """ONNX graph of the scoring function (stock modules) with dynamic axes; the largest difference to PyTorch.
+
+    Raises:
+        ValueError: ONNX Runtime's scores differ from PyTorch's by more than ``ONNX_TOLERANCE``.
+    """
+    import onnxruntime
+
+    model = copy.deepcopy(model).eval()
+    speedups.disable(model.model)
+    encoded = model.tokenizer([q for q, _ in SAMPLE_PAIRS], [d for _, d in SAMPLE_PAIRS], padding=True,
+                              truncation="only_second", max_length=128, return_tensors="pt")
+    names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded]
+    axes = {name: {0: "batch", 1: "sequence"} for name in names} | {"scores": {0: "batch"}}
+    with torch.no_grad():
+        expected = model(**{name: encoded[name] for name in names}).numpy()
+        torch.onnx.export(model, tuple(encoded[name] for name in names), str(path), input_names=names,
+                          output_names=["scores"], dynamic_axes=axes, opset_version=17, dynamo=False)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (scores,) = session.run(["scores"], {name: encoded[name].numpy() for name in names})
+    difference = float(abs(scores - expected).max())
+    if difference > ONNX_TOLERANCE:
+        raise ValueError(f"ONNX export: scores differ from PyTorch's by {difference:.2e} (> {ONNX_TOLERANCE})")
+    logger.info("ONNX export checked on %d pairs: max |onnxruntime - torch| = %.1e", len(SAMPLE_PAIRS), difference)
+    return difference
+
+
+def model_card(card: dict[str, Any], deployment: Deployment | None = None) -> str:
+    """The folder's README.md: base model, loss head, training data and fold, the deployed ranker, test metrics,
+    command, and how to use it (rerank, transformers, sentence-transformers)."""
+    deployment = deployment or Deployment()
+    hparams, data = card.get("model", {}), card.get("data", {})
+    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking",
+             "tags: [cross-encoder, rerank]",
+             "---", "", "# Cross-encoder re-ranker trained with rerank", "",
+             "Scores `[CLS] query [SEP] document [SEP]` with one output (higher = more relevant).", "",
+             f"- Base model: `{hparams.get('model_name', 'unknown')}`",
+             f"- Loss head: `{hparams.get('loss', 'unknown')}` with parameters `{hparams.get('loss_args') or {}}`"]
+    if hparams.get("tokenization"):
+        lines.append(f"- Tokenization (used by rerank when re-ranking with this folder): "
+                     f"`{yaml.safe_dump(hparams['tokenization'], default_flow_style=True).strip()}`")
+    if data:
+        lines += [f"- Training data: `{yaml.safe_dump(data.get('collection'), default_flow_style=True).strip()}`",
+                  f"- Candidates: `{yaml.safe_dump(data.get('first_stage'), default_flow_style=True).strip()}`, "
+                  f"top {data.get('rerank_depth')} re-ranked",
+                  f"- Folds: `{yaml.safe_dump(data.get('folds'), default_flow_style=True).strip()}`"]
+    if card.get("pretrain"):
+        lines.append(f"- Pre-trained first on: `{yaml.safe_dump(card['pretrain'], default_flow_style=True).strip()}`")
+    lines += ["", "## The deployed ranker", "", *deployment_lines(deployment)]
+    if card.get("metrics"):
+        lines += ["", "## Test metrics", "", "| system | " + " | ".join(next(iter(card["metrics"].values()))) + " |",
+                  "|---|" + "---|" * len(next(iter(card["metrics"].values())))]
+        lines += [f"| {system}{' (deployed)' if system == deployment.ranker else ''} | "
+                  + " | ".join(f"{value:.4f}" for value in values.values()) + " |"
+                  for system, values in card["metrics"].items()]
+    if card.get("command"):
+        lines += ["", "## Trained with", "", "```bash", card["command"], "```"]
+    scores = ", first_stage_scores=[12.1, 9.8]" if deployment.needs_first_stage else ""
+    lines += ["", "## Use", "", "```python", "from rerank import Reranker",
+              "reranker = Reranker.from_pretrained(\"path/to/this/folder\")  # the deployed ranker",
+              f"reranker.rerank(\"a query\", [\"a document\", \"another\"]{scores})  # [(index, score), ...]",
+              "```", "", "The cross-encoder alone (the pure re-ranker), with sentence-transformers or transformers:",
+              "", "```python", "from sentence_transformers import CrossEncoder",
+              "model = CrossEncoder(\"path/to/this/folder\")",
+              "scores = model.predict([(\"a query\", \"a document\")])", "```", ""]
+    return "\n".join(lines)
+
+
+def deployment_lines(deployment: Deployment) -> list[str]:
+    """The model card's account of the deployed ranker: what it mixes, why it was chosen, what it needs."""
+    lines = [f"`{deployment.ranker}`: the {NAMES[deployment.ranker]}"
+             + ("" if deployment.ranker == "reranker" else f", {deployment.weights_text()}")
+             + (f", chosen on the validation queries by {deployment.measure} (the highest; ties to the simpler)."
+                if deployment.validation else ".")]
+    if deployment.validation:
+        lines += ["", "| validation | " + deployment.measure + " |", "|---|---:|"]
+        lines += [f"| {NAMES.get(name, name)} | {value:.4f} |" for name, value in deployment.validation.items()]
+    if deployment.ranker != "reranker":
+        parts = ", ".join(NAMES[part] for part in PARTS[deployment.ranker])
+        lines += ["", f"It mixes the {parts}, each standardised over a query's candidates (z-scores), so it re-ranks a "
+                  "query's candidate list given their first-stage scores."]
+    if deployment.teacher is not None:
+        teacher = deployment.teacher
+        mix = (f", mixed with the first stage (weight {teacher.first_stage_weight:g})"
+               if teacher.first_stage_weight else "")
+        lines.append(f"The teacher is the bi-encoder `{teacher.bi_encoder}` (rows of {teacher.max_length} tokens, "
+                     f"cosine of normalised embeddings){mix}; rerank loads it from the Hugging Face cache or that "
+                     "folder.")
+    lines += ["", "`transformers` and `sentence-transformers` load this folder as the pure cross-encoder"
+              + (" (not the deployed ranker)." if deployment.ranker != "reranker" else ".")]
+    lines += [f"- {line}" for line in deployment.warnings()]
+    return lines
+
+
+def card_from_run(checkpoint: Path, hparams: dict[str, Any]) -> dict[str, Any]:
+    """Model-card facts from a ``rerank fit`` run directory (``DIR/checkpoints/x.ckpt``) when they exist."""
+    directory = RunDirectory(checkpoint.resolve().parent.parent)
+    card: dict[str, Any] = {"model": hparams}
+    if directory.config.is_file():
+        config = yaml.safe_load(directory.config.read_text(encoding="utf-8-sig"))
+        card["data"] = config.get("data", {})
+        card["command"] = f"rerank fit --config {directory.config}"
+    if directory.metrics.is_file():
+        card["metrics"] = card_metrics(directory.read_metrics())
+    return card
+
+
+def card_metrics(metrics: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    """The measures of each system, without the fusion weights."""
+    return {system: measures_of(values) for system, values in metrics.items()}

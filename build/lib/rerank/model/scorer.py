@@ -1,0 +1,151 @@
+"""Re-ranking with a trained (or any one-label) cross-encoder, from Python.
+
+    >>> reranker = Reranker.from_pretrained("runs/cranfield/model")  # doctest: +SKIP
+    >>> reranker.score("wind tunnel", ["doc one", "doc two"])  # doctest: +SKIP
+    [1.73, -0.42]
+    >>> reranker.rerank("wind tunnel", ["doc one", "doc two"], top_k=1)  # doctest: +SKIP
+    [(0, 1.73)]
+
+A folder exported by rerank carries the tokenization it was trained and evaluated with (``max_length``,
+``max_query_length``, passages), and the reranker uses it unless told otherwise; any other model gets the
+defaults of :class:`~rerank.model.tokenization.TokenizationConfig` (``max_length`` capped by the tokenizer's).
+Pairs are tokenized once, sorted by token length and cut into batches, so that a batch pads its rows to a
+length close to their own (and long documents do not make every batch long); scores come back in input order.
+For runs too large for one process, ``rerank predict`` scores them across devices (:mod:`rerank.cli.predict`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
+from itertools import islice
+
+import torch
+from tqdm.auto import tqdm
+
+from ..checks import check_range
+from ..data.collection import Documents
+from ..data.trec import Run
+from . import speedups
+from .cross_encoder import CrossEncoderModel, max_over_passages, saved_tokenization
+from .tokenization import PairTokenizer
+
+logger = logging.getLogger(__name__)
+
+PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16, "bf16-true": torch.bfloat16,
+              "16-true": torch.float16}
+"""``bf16`` and ``16``: autocast over float32 weights; ``bf16-true`` and ``16-true``: the weights themselves cast
+(faster on a GPU, and what sentence-transformers does with ``model_kwargs={"dtype": ...}``)."""
+
+
+class PairScorer:
+    """Scores (query, document) pairs with a cross-encoder.
+
+    Args:
+        model: the cross-encoder (its ``tokenization`` applies unless overridden).
+        batch_size: rows per forward pass.
+        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when available).
+        precision: ``32``, ``bf16`` or ``16`` (autocast), ``bf16-true`` or ``16-true`` (weights cast).
+        chunk_size: pairs tokenized and length-sorted together.
+        **tokenization: overrides of the model's :class:`~rerank.model.tokenization.TokenizationConfig`
+            (``max_length``, ``max_query_length``, ``passages``, ``stride``, ``max_passages``); a value that
+            differs from what an exported model was trained with is logged.
+    """
+
+    def __init__(self, model: CrossEncoderModel, batch_size: int = 32, device: str | None = None, precision: str = "32",
+                 chunk_size: int = 4096, **tokenization: object) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+        check_range("batch_size", batch_size, 1)
+        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.model = model.to(self.device).eval()
+        if precision.endswith("-true"):
+            self.model.to(PRECISIONS[precision])
+        speedups.enable(model.model, cheap_dropout=False)  # the [CLS]-only last layer: exact, a sixth faster
+        self.batch_size, self.chunk_size = batch_size, chunk_size
+        self.dtype = None if precision.endswith("-true") else PRECISIONS[precision]  # autocast dtype
+        changed = {key: value for key, value in tokenization.items() if getattr(model.tokenization, key) != value}
+        if changed and saved_tokenization(model.model.config) is not None:
+            logger.warning("re-ranking with %s; this model was trained and evaluated with %s", changed,
+                           {key: getattr(model.tokenization, key) for key in changed})
+        self.tokenize = PairTokenizer(model.tokenizer, dataclasses.replace(model.tokenization, **tokenization))
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, **options: object) -> PairScorer:
+        """A reranker from an exported folder, a sequence-classification cross-encoder or an encoder."""
+        return cls(CrossEncoderModel.from_pretrained(name_or_path), **options)
+
+    @torch.inference_mode()
+    def score_pairs(self, queries: Iterable[str], documents: Iterable[str],
+                    progress: tqdm | None = None) -> list[float]:
+        """The score of each (query, document) pair, in input order. The pairs are drawn ``chunk_size`` at a time,
+        so lazily produced texts are only held one chunk at a time; ``progress`` advances by each chunk's pairs."""
+        pairs = zip(queries, documents)
+        scores: list[float] = []
+        while chunk := list(islice(pairs, self.chunk_size)):
+            chunk_queries, chunk_documents = zip(*chunk)
+            scores += self._score_chunk(list(chunk_queries), list(chunk_documents))
+            if progress is not None:
+                progress.update(len(chunk))
+        return scores
+
+    def _score_chunk(self, queries: list[str], documents: list[str]) -> list[float]:
+        rows, pair_of_row = self.tokenize.encode(queries, documents)
+        order = sorted(range(len(pair_of_row)), key=lambda row: len(rows["input_ids"][row]))
+        autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None else nullcontext())
+        batch_scores = []
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start: start + self.batch_size]
+            inputs = self.tokenize.pad({key: [values[row] for row in batch] for key, values in rows.items()})
+            if self.device.type == "cuda":
+                inputs = inputs.pin_memory()  # the copies below then leave the host free (rerank.data.pinning)
+            with autocast:
+                scores = self.model(*(None if tensor is None else tensor.to(self.device, non_blocking=True)
+                                      for tensor in (inputs.input_ids, inputs.attention_mask, inputs.token_type_ids)))
+            batch_scores.append(scores.float())
+        row_scores = torch.empty(len(pair_of_row))
+        if batch_scores:  # one device-to-host copy a chunk: the CPU pads the next batch while the device computes
+            row_scores[torch.tensor(order)] = torch.cat(batch_scores).cpu()
+        return max_over_passages(row_scores, torch.tensor(pair_of_row), len(documents)).tolist()
+
+    def score(self, query: str, documents: Sequence[str]) -> list[float]:
+        """Scores of ``documents`` for ``query``."""
+        return self.score_pairs([query] * len(documents), documents)
+
+    def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None) -> list[tuple[int, float]]:
+        """``(index into documents, score)``, best first (ties: the earlier document first)."""
+        scores = self.score(query, documents)
+        return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))[:top_k]
+
+    def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Mapping[str, str]],
+                    progress: str | None = None) -> Run:
+        """A run ``{query id: {doc id: score}}`` for ``candidates`` (``{query id: {doc id: text}}``), in batches
+        that mix queries. Texts are read ``chunk_size`` pairs at a time, so ``candidates`` may look them up lazily
+        (:class:`CandidateTexts`) and only one chunk's texts are held in memory. ``progress``: a progress bar's
+        description (None: no bar)."""
+        keys = [(qid, doc) for qid, docs in candidates.items() for doc in docs]
+        with tqdm(total=len(keys), desc=progress, unit="pair", disable=progress is None) as bar:
+            scores = self.score_pairs((queries[qid] for qid, _ in keys), (candidates[qid][doc] for qid, doc in keys),
+                                      bar)
+        run: Run = {}
+        for (qid, doc), score in zip(keys, scores):
+            run.setdefault(qid, {})[doc] = score
+        return run
+
+
+class CandidateTexts(Mapping[str, str]):
+    """One query's candidates, ``{doc id: text}``, with each text read from the collection when it is scored."""
+
+    def __init__(self, doc_ids: Iterable[str], documents: Documents) -> None:
+        self.doc_ids, self.documents = list(doc_ids), documents
+
+    def __getitem__(self, doc_id: str) -> str:
+        return self.documents.text(doc_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.doc_ids)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)

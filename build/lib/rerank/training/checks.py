@@ -1,0 +1,56 @@
+"""The checks that span the model and the data of a fit, made once per fit, before any work, through
+:meth:`RerankModule.check_data <rerank.training.lightning_module.RerankModule.check_data>`: by ``rerank fit`` when it
+has built them (with the pre-training stage's sources), and by the module when a fit starts (a fit from Python).
+
+- the lists against the loss head (:func:`check_list_size`);
+- each click source's estimator against the click head (:func:`check_click_head`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..losses import RankingLoss
+from .sources import SourceConfig
+
+
+def click_estimators(sections: Mapping[str, Sequence[SourceConfig]]) -> dict[str, str]:
+    """Each click source's place (``data.train[1]``) -> its ``clicks.estimator``, over ``{section: its sources}``."""
+    return {f"{section}[{index}]": source.clicks.estimator for section, sources in sections.items()
+            for index, source in enumerate(sources) if source.clicks is not None}
+
+
+def check_click_head(name: object, head: RankingLoss, estimators: Mapping[str, str]) -> None:
+    """Fail when a click source's estimator and ``model.click_loss`` disagree: ``clicks.estimator: dla`` gives naive
+    targets for the ``dla`` head to debias (any other head would learn the position bias back), and the ``dla``
+    head reweights naive targets by the propensities it learns (on IPS targets it would correct the bias twice).
+
+    Args:
+        name: ``model.click_loss`` as configured.
+        head: its class (``needs_ranks``: it learns the propensities from the ranks, as ``dla``).
+        estimators: each click source's place in the config (``data.train[1]``) -> its ``clicks.estimator``.
+
+    Raises:
+        ValueError: naming the source and both options.
+    """
+    for where, estimator in estimators.items():
+        if estimator == "dla" and not head.needs_ranks:
+            raise ValueError(f"{where}.clicks.estimator dla leaves the position bias to model.click_loss dla, but "
+                             f"model.click_loss is {name!r}, which would learn it back; set model.click_loss: dla, "
+                             "or the estimator ips")
+        if estimator != "dla" and head.needs_ranks:
+            raise ValueError(f"model.click_loss {name!r} learns the propensities from naive click targets, but "
+                             f"{where}.clicks.estimator is {estimator!r}; set {where}.clicks.estimator: dla, or "
+                             "model.click_loss: click_softmax or click_bce")
+
+
+def check_list_size(list_size: int, name: object, loss: RankingLoss) -> None:
+    """Fail when lists are too short for the loss head to learn anything (every loss would be 0).
+
+    Raises:
+        ValueError: naming ``data.list_size`` and ``model.loss``.
+    """
+    if list_size < loss.min_list_size:
+        raise ValueError(f"data.list_size {list_size}: the loss head {name!r} (model.loss) compares candidates "
+                         f"within a list and needs lists of at least {loss.min_list_size}; every loss would be 0 "
+                         "(pointwise_bce and pointwise_mse accept lists of 1)")
