@@ -24,6 +24,21 @@ Parts (each skippable with ``--skip``; each prints its rows as it goes; the JSON
    and in fp32: the loss falls and stays finite, and the validation metrics agree within noise.
 6. ``memory``: peak GPU memory of one training step against list size (16, 64, 256 candidates x 512 tokens),
    with and without gradient checkpointing.
+7. ``levers``: each speed-up of ``model.speedups`` alone and all together (``unpadded``: variable-length attention
+   on rows without padding; ``compiled``: the position-wise blocks under ``torch.compile``; ``fused_adamw``;
+   ``bf16_weights``: bfloat16 weights kept between steps, float32 masters in the optimizer), and the longer lists
+   that the memory they free allows, on BERT-base in ``bf16-mixed``: sequences/s and MFU (useful FLOPs: the real
+   tokens only) at 512 tokens and at MS MARCO's lengths (passages of 30 to 200 tokens, padded to a batch's
+   longest), against today's padded step. Goals: >= 40 % MFU at 512 tokens, >= 2x today's sequences/s at MS MARCO's.
+8. ``trainer``: rerank's training (``RerankModule`` through ``lightning.Trainer``, real Cranfield lists, data
+   loading and tokenization included) against sentence-transformers' ``CrossEncoderTrainer`` with the same model,
+   list and batch size (``scripts/bench_train.py``'s protocol, on the GPU, bf16), today's settings and with the
+   levers. Goal: >= 1.5x.
+9. ``scale``: the pending GPU row of docs/experiments/scale.md: a Robust04-shaped collection (``--scale`` of its
+   documents, all 250 topics and their judgments in proportion: the same training lists, validation and test as
+   the whole collection), BERT-base's shape with random weights, ``configs/robust04.yaml``'s fold 1 for
+   ``--scale-epochs`` epochs: the time and peak GPU memory of each phase (first stage and lists, each training
+   epoch, each validation, the test), from which the 5-fold protocol's cost follows.
 
 ``--dry-run`` runs every part on the CPU with a tiny random BERT, tiny lists and a few steps (``torch.compile``
 with the ``aot_eager`` backend: traced and differentiated as on a GPU, no code generated), in seconds; a test
@@ -36,7 +51,10 @@ half precision, the Cranfield files of the ir_datasets cache), under the 64 MiB 
 
     python3 -m pip install -q --no-index --no-deps --target .gpu/site .gpu/wheels/*.whl
     PYTHONPATH=.gpu/site:. PYTHONUNBUFFERED=1 IR_DATASETS_HOME=.gpu/irds_home \\
-        python3 scripts/bench_gpu.py --model .gpu/minilm --output $OUT/bench_gpu.json --markdown $OUT/bench_gpu.md
+        python3 scripts/bench_gpu.py --model .gpu/minilm --skip scale --output $OUT/bench_gpu.json \\
+        --markdown $OUT/bench_gpu.md                                                    # about 8 minutes
+    ... python3 scripts/bench_gpu.py --skip train overhead inference losses convergence memory levers trainer \\
+        --output $OUT/bench_scale.json --markdown $OUT/bench_scale.md                   # part 9: 3 to 5 minutes
 
 The wheels (``scripts/gpu_prepare.sh`` fetches them with ``pip download --only-binary=:all: --python-version
 3.12 --platform manylinux...``): jsonargparse[signatures] (docstring-parser, typeshed-client), pytrec-eval-terrier,
@@ -71,7 +89,9 @@ sys.path.insert(0, str(REPO))
 from rerank.losses import build  # noqa: E402
 from rerank.model.cross_encoder import enable_activation_checkpointing  # noqa: E402
 
-PARTS = ("train", "overhead", "inference", "losses", "convergence", "memory")
+PARTS = ("train", "overhead", "inference", "losses", "convergence", "memory", "levers", "trainer", "scale")
+LEVERS = ("unpadded", "compiled", "fused_adamw", "bf16_weights")
+"""The speed-ups of ``model.speedups`` that part 7 measures (rerank.model.speedups)."""
 PEAK_BF16_TFLOPS = {"H200": 989.4, "H100 PCIe": 756.5, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0,
                     "A10": 125.0}
 """Dense bf16 tensor-core peaks (NVIDIA's data sheets, without sparsity), matched against the device name."""
@@ -113,17 +133,22 @@ class Settings:
     loss_sizes: list[int]
     pairs: int
     convergence_steps: int
+    marco_lengths: tuple[int, int] = (30, 200)
+    lever_lists: tuple[int, ...] = (32, 64)
+    scale: float = 0.2
+    scale_epochs: int = 2
     compile_backend: str = "inductor"
 
 
 def settings(args: argparse.Namespace) -> Settings:
     if args.dry_run:
         return Settings(device="cpu", sizes=[TINY], list_size=4, lists_per_step=2, tokens=32, steps=2, warmup=1,
-                        memory_lists=[4, 8], loss_sizes=[10], pairs=64, convergence_steps=3,
+                        memory_lists=[4, 8], loss_sizes=[10], pairs=64, convergence_steps=3, marco_lengths=(4, 24),
+                        lever_lists=(8,), scale=0.001, scale_epochs=1,
                         compile_backend="aot_eager")  # traced and differentiated as on a GPU; no code generated
     return Settings(device="cuda", sizes=[SIZES["bert-base"], SIZES["minilm"]], list_size=16, lists_per_step=4,
                     tokens=512, steps=10, warmup=3, memory_lists=[16, 64, 256], loss_sizes=[100, 1000],
-                    pairs=4096, convergence_steps=args.steps)
+                    pairs=4096, convergence_steps=args.steps, scale=args.scale, scale_epochs=args.scale_epochs)
 
 
 def synchronize(device: str) -> None:
@@ -483,6 +508,173 @@ def _one_step_memory(run: Settings, size: Size, list_size: int, checkpointing: b
             "step_s": seconds}
 
 
+def marco_lists(run: Settings, lists_per_step: int, list_size: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """As :func:`lists`, with rows of MS MARCO's lengths (uniform in ``run.marco_lengths``), right-padded to the
+    longest of the batch."""
+    generator = torch.Generator().manual_seed(seed)
+    rows = lists_per_step * list_size
+    lengths = torch.randint(run.marco_lengths[0], run.marco_lengths[1] + 1, (rows,), generator=generator)
+    mask = (torch.arange(int(lengths.max())) < lengths[:, None]).long()
+    ids = torch.randint(1000, 20000, mask.shape, generator=generator) * mask
+    labels = torch.randint(0, 3, (lists_per_step, list_size), generator=generator)
+    labels[:, 0] = 2
+    return ids.to(run.device), mask.to(run.device), labels.to(run.device)
+
+
+def lever_step(model: torch.nn.Module, levers: tuple[str, ...], device: str) -> Callable[[tuple[torch.Tensor, ...]],
+                                                                                          Any]:
+    """One bf16-mixed training step (forward, ListNet, backward, AdamW) with ``levers`` applied to the model and its
+    optimizer as ``model.speedups`` applies them."""
+    from rerank.model import speedups
+    from rerank.training.optimizer import adamw
+
+    speedups.enable(model, levers)
+    if "bf16_weights" in levers:
+        model.to(torch.bfloat16)
+    optimizer = adamw([{"params": list(model.parameters()), "lr": 1e-5}], levers)
+    loss_head = build("listnet")
+
+    def step(batch: tuple[torch.Tensor, ...]) -> Any:
+        ids, mask, labels = batch
+        with torch.autocast(device, dtype=torch.bfloat16):
+            scores = model(input_ids=ids, attention_mask=mask).logits.view(labels.shape)
+        loss = loss_head(scores.float(), labels)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    return step
+
+
+def part_levers(run: Settings, report: Callable[[dict], None], peak: float | None) -> None:
+    """Part 7 (module docstring): each lever alone and all together, at 512 tokens and at MS MARCO's lengths."""
+    from rerank.model import speedups
+
+    speedups.COMPILE_BACKEND = run.compile_backend
+    size = run.sizes[0]
+    variants = [(), *((lever,) for lever in LEVERS), LEVERS]
+    for workload, make in (("512 tokens", lists), ("MS MARCO lengths", marco_lists)):
+        for list_size in (run.list_size, *run.lever_lists) if workload == "MS MARCO lengths" else (run.list_size,):
+            batch = make(run, run.lists_per_step, list_size)
+            real_tokens = batch[1].sum(dim=1).tolist()
+            for levers in variants if list_size == run.list_size else [LEVERS]:
+                torch.manual_seed(0)
+                model = AutoModelForSequenceClassification.from_config(
+                    size.config(dropout=0.0), attn_implementation="sdpa").to(run.device).train()
+                parameters = non_embedding_parameters(model)
+                step = lever_step(model, levers, run.device)
+                seconds = timed(lambda step=step, batch=batch: step(batch), run.steps,
+                                run.warmup + 2 * ("compiled" in levers), run.device)
+                useful = sum(training_flops(size, parameters, int(tokens)) for tokens in real_tokens) / seconds / 1e12
+                report({"part": "levers", "model": size.name, "workload": workload, "candidates": list_size,
+                        "levers": "+".join(levers) or "none (today's padded step)",
+                        "sequences_per_s": len(real_tokens) / seconds, "tflops": useful,
+                        "mfu": useful / peak if peak else None})
+                del model, step
+                if run.device == "cuda":
+                    torch.cuda.empty_cache()
+
+
+def part_trainer(run: Settings, report: Callable[[dict], None], folder: Path) -> None:
+    """Part 8 (module docstring): scripts/bench_train.py's (a) and (c) on this device, today's and with the levers."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_train", REPO / "scripts" / "bench_train.py")
+    bench_train = importlib.util.module_from_spec(spec)
+    sys.modules["bench_train"] = bench_train
+    spec.loader.exec_module(bench_train)
+    model = str(_tiny_cranfield_model(folder) if run.device == "cpu" else _saved(folder, run.sizes[-1]))
+    args = argparse.Namespace(model=model, list_size=run.list_size, max_length=min(run.tokens, 256),
+                              steps=run.steps + run.warmup, warmup=run.warmup, chunk=0, num_workers=0,
+                              device=run.device, speedups="auto")
+    reference = bench_train.bench_sentence_transformers(args, folder / "trainer-st")
+    for speedups_ in ("auto", ["cls_only_last_layer", *LEVERS]):
+        args.speedups = speedups_
+        ours = bench_train.bench_rerank(args, folder / f"trainer-{len(speedups_)}", precision="bf16-mixed")
+        report({"part": "trainer", "model": Path(model).name, "list": run.list_size, "tokens": args.max_length,
+                "rerank_speedups": speedups_ if isinstance(speedups_, str) else "+".join(speedups_),
+                "rerank_pairs_per_s": ours, "sentence_transformers_pairs_per_s": reference, "ratio": ours / reference})
+
+
+def part_scale(run: Settings, report: Callable[[dict], None], folder: Path) -> None:
+    """Part 9 (module docstring): Robust04's fold 1, phase by phase."""
+    import importlib.util
+
+    import lightning.pytorch as pl
+
+    from rerank.cli.arguments import RerankCLI
+
+    spec = importlib.util.spec_from_file_location("make_collection", REPO / "scripts" / "make_collection.py")
+    make_collection = importlib.util.module_from_spec(spec)
+    sys.modules["make_collection"] = make_collection
+    spec.loader.exec_module(make_collection)
+    started = time.perf_counter()
+    shape = make_collection.ROBUST04.scaled(run.scale)
+    make_collection.make(shape, folder / "robust04-shaped", seed=42)
+    report({"part": "scale", "phase": "the collection generated", "documents": shape.documents,
+            "seconds": time.perf_counter() - started})
+    size = run.sizes[0]
+    arguments = ["--config", "robust04.yaml", "--config", str(folder / "robust04-shaped" / "collection.yaml"),
+                 "--model.model_name", str(_saved(folder, size)), "--data.first_stage.backend", "bm25s",
+                 "--data.first_stage.index_dir", str(folder / "scale-indexes"), "--trainer.max_epochs",
+                 str(run.scale_epochs), "--trainer.precision", "bf16-mixed", "--trainer.enable_progress_bar", "false",
+                 "--trainer.logger", "false", "--output_dir", str(folder / "scale-fit"),
+                 "--trainer.accelerator", "gpu" if run.device == "cuda" else "cpu", "--data.num_workers", "0"]
+    if run.device == "cpu":
+        arguments += ["--model.tokenization", json.dumps({"max_length": 64, "max_query_length": 8, "passages": "maxp",
+                                                          "stride": 16, "max_passages": 2}),
+                      "--data.rerank_depth", "10", "--data.first_stage.retrieval_depth", "20",
+                      "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "2",
+                      "--trainer.limit_test_batches", "2", "--trainer.accumulate_grad_batches", "1"]
+
+    class Phases(pl.Callback):
+        """Each phase's seconds and peak GPU memory, reported as it ends."""
+
+        def __init__(self) -> None:
+            self.started = time.perf_counter()
+
+        def _begin(self) -> None:
+            synchronize(run.device)
+            self.started = time.perf_counter()
+            if run.device == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+
+        def _end(self, phase: str, **extra: Any) -> None:
+            synchronize(run.device)
+            report({"part": "scale", "phase": phase, "seconds": time.perf_counter() - self.started,
+                    "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if run.device == "cuda" else None, **extra})
+
+        def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._end("first stage, training lists, model on the device")
+
+        def on_train_epoch_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._begin()
+
+        def on_train_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._end(f"training epoch {trainer.current_epoch + 1}",
+                      batches=trainer.fit_loop.epoch_loop.batch_progress.current.completed)
+
+        def on_validation_epoch_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._begin()
+
+        def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._end(f"validation after epoch {trainer.current_epoch + 1}")
+
+        def on_test_epoch_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._begin()
+
+        def on_test_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._end("test")
+
+    phases = Phases()
+    cli = RerankCLI(arguments, prog="bench_gpu scale", description="")
+    cli.trainer.callbacks.append(phases)
+    phases._begin()
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, weights_only=True)
+    cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False, weights_only=True)
+
+
 def markdown(rows: list[dict]) -> str:
     """One table per part."""
     lines = []
@@ -534,6 +726,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--model", help="MiniLM (a folder or hub id) for the convergence part")
     parser.add_argument("--steps", type=int, default=300, help="training steps of the convergence part")
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, if its name is not known")
+    parser.add_argument("--scale", type=float, default=0.2, help="part 9: the share of Robust04's documents")
+    parser.add_argument("--scale-epochs", type=int, default=2, help="part 9: training epochs (each validated)")
     parser.add_argument("--output", type=Path, help="write the rows and the environment as JSON here")
     parser.add_argument("--markdown", type=Path, help="write the tables here")
     args = parser.parse_args(argv)
@@ -557,6 +751,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             "losses": lambda: part_losses(run, report, folder),
             "convergence": lambda: part_convergence(run, report, folder, args.model),
             "memory": lambda: part_memory(run, report),
+            "levers": lambda: part_levers(run, report, peak),
+            "trainer": lambda: part_trainer(run, report, folder),
+            "scale": lambda: part_scale(run, report, folder),
         }
         for name, function in parts.items():
             if name in args.skip:

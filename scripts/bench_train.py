@@ -139,11 +139,11 @@ def pairs_per_second(ends: list[float], pairs_per_step: int, warmup: int) -> flo
 def bench_rerank(args: argparse.Namespace, output: Path, precision: str = "32-true") -> float:
     pl.seed_everything(0)
     clock = StepClock()
-    module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk,
-                          tokenization=tokenization(args))
-    trainer = pl.Trainer(accelerator="cpu", precision=precision, max_steps=args.steps, limit_val_batches=0,
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False,
-                         enable_model_summary=False, callbacks=[clock])
+    module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk or None,
+                          speedups=args.speedups, tokenization=tokenization(args))
+    trainer = pl.Trainer(accelerator="gpu" if args.device == "cuda" else "cpu", devices=1, precision=precision,
+                         max_steps=args.steps, limit_val_batches=0, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, callbacks=[clock])
     trainer.fit(module, datamodule=data_module(args, output))
     return pairs_per_second(clock.ends, args.list_size, args.warmup)
 
@@ -186,7 +186,7 @@ def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float
                                "labels": [[float(label) for label in row.labels] for row in rows]})
     folder = output / "st-model"
     CrossEncoderModel.from_pretrained(args.model).save_pretrained(str(folder))
-    model = STCrossEncoder(str(folder), num_labels=1, max_length=args.max_length, device="cpu")
+    model = STCrossEncoder(str(folder), num_labels=1, max_length=args.max_length, device=args.device)
     ends: list[float] = []
 
     class Clock(TrainerCallback):
@@ -196,6 +196,7 @@ def bench_sentence_transformers(args: argparse.Namespace, output: Path) -> float
     training = CrossEncoderTrainingArguments(
         output_dir=str(output / "st"), per_device_train_batch_size=1, max_steps=args.steps, learning_rate=2e-5,
         report_to="none", save_strategy="no", logging_strategy="no", dataloader_num_workers=args.num_workers,
+        bf16=args.device == "cuda", use_cpu=args.device == "cpu",
         disable_tqdm=True, seed=0)
     trainer = CrossEncoderTrainer(model=model, args=training, train_dataset=train,
                                   loss=ListNetLoss(model, mini_batch_size=args.list_size), callbacks=[Clock()])
@@ -372,6 +373,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[4, 16, 64, 128])
     parser.add_argument("--lengths", type=int, nargs="+", default=[96, 128, 192], help="settings: tokens per row")
     parser.add_argument("--rounds", type=int, default=3, help="settings: rounds of --steps steps per variant")
+    parser.add_argument("--device", default="cpu", help="where (a) and (c) train: cpu or cuda")
+    parser.add_argument("--speedups", default="auto", help="(a)'s model.speedups")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     args.chunk = args.chunk or None

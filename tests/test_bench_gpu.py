@@ -31,6 +31,17 @@ def test_every_part_of_the_gpu_suite_runs_in_a_dry_run(tmp_path: Path, monkeypat
     assert set(convergence) == {"16-mixed", "32-true"} and all(row["finite"] for row in convergence.values())
     assert 0 < next(row["padding_efficiency"] for row in rows if "padding_efficiency" in row) <= 1
     assert "### train" in (tmp_path / "gpu.md").read_text()
+    levers = [row for row in rows if row["part"] == "levers"]
+    today, *alone, together = [row["levers"] for row in levers[:6]]
+    assert today.startswith("none") and alone == list(suite.LEVERS) and together == "+".join(suite.LEVERS)
+    assert {row["workload"] for row in levers} == {"512 tokens", "MS MARCO lengths"}
+    assert [row["candidates"] for row in levers if row["candidates"] != 4] == [8]  # a longer list, every lever on
+    assert all(row["sequences_per_s"] > 0 and row["tflops"] > 0 for row in levers)
+    trainer = [row for row in rows if row["part"] == "trainer"]
+    assert len(trainer) == 2 and all(row["ratio"] > 0 for row in trainer)
+    phases = [row["phase"] for row in rows if row["part"] == "scale"]
+    assert phases[:2] == ["the collection generated", "first stage, training lists, model on the device"]
+    assert "training epoch 1" in phases and "validation after epoch 1" in phases and phases[-1] == "test"
 
 
 def test_training_flops_follow_the_stated_formula() -> None:

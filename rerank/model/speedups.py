@@ -60,6 +60,9 @@ AUTO = ("cls_only_last_layer", "cheap_dropout")
 """``model.speedups: auto``: those measured faster on the CPU (docs/experiments/benchmarks.md); ``unpadded`` waits on
 its GPU measurement (``scripts/bench_gpu.py``)."""
 MODES = ("auto", "off")
+COMPILE_BACKEND = "inductor"
+"""``torch.compile``'s backend for ``compiled`` (``scripts/bench_gpu.py --dry-run`` sets ``aot_eager``: traced and
+differentiated, no code generated)."""
 ATTENTION = "rerank_sdpa"
 MIN_TRANSFORMERS = (5, 0)
 """The oldest ``transformers`` whose attention interfaces and BERT layer these speed-ups were checked against (4.57's
@@ -175,7 +178,7 @@ def _compiled(model: PreTrainedModel) -> bool:
         logger.warning("speed-up compiled off: %s has no BERT layers", type(model).__name__)
         return False
     for block in blocks:
-        block.compile(dynamic=True)
+        block.compile(dynamic=True, backend=COMPILE_BACKEND)
     return True
 
 
