@@ -8,7 +8,7 @@ A training source with ``targets: teacher`` (or ``both``) learns from a teacher'
 
 A **bi-encoder** embeds queries and documents separately and scores a pair by the cosine of the two
 embeddings, as it was trained to (``all-MiniLM-L6-v2``: mean pooling, normalised). Used zero-shot it is a
-re-ranker in its own right (on Cranfield it beats BM25: ``docs/results.md``). Its scores are cached under
+re-ranker in its own right (on Cranfield it beats BM25: ``docs/experiments/results.md``). Its scores are cached under
 ``$RERANK_CACHE/teacher`` by model, length and candidates, and its document embeddings under
 ``$RERANK_CACHE/embeddings``, so re-runs, other sources of the same documents and cross-validation folds pay once.
 

@@ -1,6 +1,6 @@
 """Memory per candidate and per query of a first-stage run as rerank holds it: a dict, or compact arrays.
 
-    python scripts/bench_candidate_memory.py --queries 50000 --depth 100 --json docs/bench_candidates.json
+    python scripts/bench_candidate_memory.py --queries 50000 --depth 100 --json docs/experiments/bench_candidates.json
 
 Writes a run of ``queries`` x ``depth`` candidates (MS MARCO's judgment-free stage: 50,000 x 100; ids of 7 digits
 as MS MARCO's passages) into a temporary folder, then measures with :mod:`tracemalloc` (every Python and NumPy

@@ -1,6 +1,6 @@
 """The GPU suite: everything a GPU user of rerank cares about, measured by one command in one 10-minute call.
 
-    PYTHONUNBUFFERED=1 python scripts/bench_gpu.py --output docs/bench_gpu.json      # on a GPU machine
+    PYTHONUNBUFFERED=1 python scripts/bench_gpu.py --output docs/experiments/bench_gpu.json      # on a GPU machine
     python scripts/bench_gpu.py --dry-run                                           # every part, on CPU, tiny
     python scripts/bench_gpu.py --skip losses convergence                           # some parts only
 

@@ -3,7 +3,7 @@ second, with 1 to ``--workers`` DataLoader workers, for any config (nothing is t
 
     python scripts/bench_loaders.py --config robust04.yaml --config collections/robust04-shaped/collection.yaml \\
         --model.model_name sentence-transformers/all-MiniLM-L6-v2 --output_dir runs/bench-loaders \\
-        --workers 1 2 --batches 200 --output docs/bench_loaders.json
+        --workers 1 2 --batches 200 --output docs/experiments/bench_loaders.json
 
 Every option but this script's own (``--workers``, ``--batches``, ``--output``) goes to rerank's config parser,
 as for ``rerank fit``: the same collection, first stage, folds, tokenization, list size and batch size. The first
@@ -11,7 +11,7 @@ stage's run and the training sources are made (or read from the caches) first, a
 tokenizer is the model's (MiniLM's is BERT-base-uncased's WordPiece vocabulary, so its rows cost what
 BERT-base's do). For each worker count, a fresh DataLoader is timed over ``--batches`` batches after its first one
 (the first includes starting the workers): lists, (query, document) pairs, rows (MaxP passages) and real tokens per
-second. A GPU consumes rows: compare rows/s with its training or scoring rate (docs/scale.md).
+second. A GPU consumes rows: compare rows/s with its training or scoring rate (docs/experiments/scale.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ CPU, ``torch.cuda.max_memory_allocated`` on CUDA (where every measurement runs i
 ``--no-in-process``). Inputs: Q lists of N candidates, each list padded (3/4 to all
 of N real candidates), labels 0-4.
 
-    python scripts/bench_losses.py --output docs/bench_losses.json
+    python scripts/bench_losses.py --output docs/experiments/bench_losses.json
     python scripts/bench_losses.py --sizes 10 100 --losses softndcg listnet --repeats 3
 
 allRank (``pip install --no-deps allrank``) is timed when importable; its loss modules import

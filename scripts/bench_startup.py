@@ -2,7 +2,7 @@
 option and a broken config file, each in a fresh interpreter (the median wall time of ``--repeat`` runs, and which
 of torch / Lightning the process loaded).
 
-    python scripts/bench_startup.py --repeat 5 --output docs/bench_startup.json
+    python scripts/bench_startup.py --repeat 5 --output docs/experiments/bench_startup.json
     python scripts/bench_startup.py --checkout ../rerank-old     # another checkout's code, for a before/after
 
 Each case runs ``python -c`` with the checkout first on ``PYTHONPATH`` and exits as a user's shell would see it.

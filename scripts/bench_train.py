@@ -29,12 +29,12 @@ and on the instruction sets of processors without bfloat16 arithmetic, emulated 
 (``ONEDNN_MAX_CPU_ISA``, ``ATEN_CPU_CAPABILITY``, ``MKL_ENABLE_INSTRUCTIONS``): AVX-512 without BF16/AMX
 (Skylake to Ice Lake Xeons) and AVX2 (AMD EPYC before Zen 4). What :mod:`rerank.training.precision` decides from.
 
-    python scripts/bench_train.py --steps 12 --output docs/bench_train.json
-    python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/bench_memory.json
+    python scripts/bench_train.py --steps 12 --output docs/experiments/bench_train.json
+    python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/experiments/bench_memory.json
     python scripts/bench_train.py profile --steps 3
-    python scripts/bench_train.py precision --list_size 16 --max_length 192 --output docs/bench_precision.json
+    python scripts/bench_train.py precision --list_size 16 --max_length 192 --output docs/experiments/bench_precision.json
     python scripts/bench_train.py settings --list_size 16 --lengths 96 128 192 --steps 4 \\
-        --output docs/bench_settings.json
+        --output docs/experiments/bench_settings.json
 """
 
 from __future__ import annotations

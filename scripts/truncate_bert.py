@@ -1,5 +1,5 @@
 """A smaller BERT from a bigger one: its first ``--layers`` layers (pretrained weights, the same tokenizer), for
-runs whose point is the data's size, not the model's quality (docs/scale.md).
+runs whose point is the data's size, not the model's quality (docs/experiments/scale.md).
 
     python scripts/truncate_bert.py --model sentence-transformers/all-MiniLM-L6-v2 --layers 2 --out models/minilm-l2
 """

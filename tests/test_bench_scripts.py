@@ -1,4 +1,4 @@
-"""The benchmark scripts that docs/benchmarks.md's tables come from run and report what their tables show (the
+"""The benchmark scripts that docs/experiments/benchmarks.md's tables come from run and report what their tables show (the
 figures themselves are measured by hand, never asserted)."""
 
 from __future__ import annotations

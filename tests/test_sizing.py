@@ -38,6 +38,8 @@ def test_an_auto_row_reads_what_the_teacher_reads_of_nine_documents_in_ten_withi
     assert (sized(auto, [5, 20], documents).max_length, sized(auto, [5, 20], documents).max_query_length) == (128, 20)
     assert sized(auto, [5, 20], documents, teacher_reads=40).max_length == 64  # 20 + 40 + 3: the teacher reads 40
     assert sized(auto, [5, 20], [4]).max_length == 64  # never below 64
+    short = sized(auto, [5, 57], [24])  # short documents: the row holds the longest query whole, beyond half of it
+    assert (short.max_length, short.max_query_length) == (96, 57)
     assert sized(auto, [5, 300], [1000]).max_length == 256  # the cap; the query takes at most half of it
     assert sized(auto, [5, 300], [1000]).max_query_length == 128
     capped = TokenizationConfig(max_length="auto", max_query_length=8, max_length_cap=96)

@@ -3,8 +3,9 @@ once, before any work, where the tokenizer is (:func:`size_tokenization`; the co
 
 The rule (:func:`sized`), in tokens without the special ones:
 
-- the query budget: the collection's longest query, at most half a row, so that no query is cut unless one would
-  take more than half of a row (:func:`cut_queries` says how many a budget cuts, and by how much);
+- the query budget: the collection's longest query, at most half a row (of a given ``max_length``; of the cap when
+  the row is ``auto``), so that no query is cut unless one would take more than that (:func:`cut_queries` says how
+  many a budget cuts, and by how much);
 - the row: that budget, plus what the teacher reads of 9 in 10 of the documents (their 90th percentile length, at
   most the teacher's own row, ``teacher.max_length``), plus the 3 special tokens, rounded up to a multiple of 32 and
   kept within 64 and ``max_length_cap`` (256 by default): the student reads about what its teacher reads, at a cost
@@ -42,16 +43,19 @@ def sized(tokenization: TokenizationConfig, query_lengths: Sequence[int], docume
     if tokenization.resolved:
         return tokenization
     longest = max(query_lengths, default=1)
-    length = tokenization.max_length
+    budget = tokenization.max_query_length
     if tokenization.sizes_rows:
-        query = longest if tokenization.max_query_length == AUTO else tokenization.max_query_length
+        query = longest if budget == AUTO else budget
         query = min(query, tokenization.max_length_cap // 2)
         document = percentile(document_lengths, PERCENTILE)
         document = min(document, teacher_reads) if teacher_reads is not None else document
         length = min(tokenization.max_length_cap, max(MIN_LENGTH, -(-(query + document + SPECIAL_TOKENS) // 32) * 32))
-    budget = tokenization.max_query_length
-    if budget == AUTO:
-        budget = max(min(longest, length // 2), 1)
+        if budget == AUTO:  # the row was sized to hold the longest query (at most half the cap)
+            budget = max(min(query, length - SPECIAL_TOKENS - 1), 1)
+    else:
+        length = tokenization.max_length
+        if budget == AUTO:
+            budget = max(min(longest, length // 2), 1)
     return dataclasses.replace(tokenization, max_length=length, max_query_length=budget)
 
 

@@ -1,5 +1,0 @@
-"""``python -m rerank <command>``: the ``rerank`` command."""
-
-from .cli import main
-
-main()
