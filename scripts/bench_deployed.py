@@ -10,7 +10,7 @@ prediction on the same collection finds them, and as training leaves them), the 
 ``--repeats`` passes counts.
 
     HF_HOME=../shared/hf_home HF_HUB_OFFLINE=1 IR_DATASETS_HOME=... python scripts/bench_deployed.py \\
-        --output docs/bench_deployed.json
+        --output docs/experiments/bench_deployed.json
 """
 
 from __future__ import annotations

@@ -32,7 +32,8 @@ and on the instruction sets of processors without bfloat16 arithmetic, emulated 
     python scripts/bench_train.py --steps 12 --output docs/experiments/bench_train.json
     python scripts/bench_train.py memory --sizes 4 16 64 128 --output docs/experiments/bench_memory.json
     python scripts/bench_train.py profile --steps 3
-    python scripts/bench_train.py precision --list_size 16 --max_length 192 --output docs/experiments/bench_precision.json
+    python scripts/bench_train.py precision --list_size 16 --max_length 192 \\
+        --output docs/experiments/bench_precision.json
     python scripts/bench_train.py settings --list_size 16 --lengths 96 128 192 --steps 4 \\
         --output docs/experiments/bench_settings.json
 """

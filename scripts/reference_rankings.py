@@ -1,4 +1,5 @@
-"""Untrained reference orderings of a first-stage run's top k, to read trained re-rankers against (docs/experiments/results.md).
+"""Untrained reference orderings of a first-stage run's top k, to read trained re-rankers against
+(docs/experiments/results.md).
 
 - ``first stage``: the run itself, cut at ``--depth``;
 - ``random``: the same candidates shuffled (mean over ``--seeds`` shuffles): what a re-ranker that learned

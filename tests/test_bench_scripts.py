@@ -1,5 +1,5 @@
-"""The benchmark scripts that docs/experiments/benchmarks.md's tables come from run and report what their tables show (the
-figures themselves are measured by hand, never asserted)."""
+"""The benchmark scripts that docs/experiments/benchmarks.md's tables come from run and report what their tables
+show (the figures themselves are measured by hand, never asserted)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The command line answers before the heavy libraries load: ``import rerank``, ``rerank --help``,
 ``rerank <command> --help`` and mistyped options or config files (checks on ``sys.modules``, not timings; the
-times are in docs/experiments/benchmarks.md, ``scripts/bench_startup.py``); and the stored schema they answer from is the
-parsers' own."""
+times are in docs/experiments/benchmarks.md, ``scripts/bench_startup.py``); and the stored schema they answer from is
+the parsers' own."""
 
 from __future__ import annotations
 

@@ -412,7 +412,7 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
         **previous, "model": {**previous["model"], "encoder_lr": 1e-4}}
     assert merged_config("cranfield", "ablation/born-again", capsys=capsys) == {
         **previous, "pretrain": {**previous["pretrain"], "rounds": 2}}
-    # the variants compared with one-epoch on validation (docs/experiments/results.md): each changes it in one place only
+    # the variants compared with one-epoch on validation (docs/experiments/results.md): each changes it in one place
     for name, change in DEFAULT_VARIANTS.items():
         assert merged_config("cranfield", f"ablation/{name}", capsys=capsys) == merged(merged(default, ONE_EPOCH),
                                                                                           change), name
