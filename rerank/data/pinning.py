@@ -4,8 +4,8 @@ A copy from ordinary (pageable) host memory to a GPU is staged by the driver and
 reach it, so the CPU cannot queue the next step's kernels while the current ones run: on an H100, a training loop
 fed MiniLM batches from pageable memory took 28.0 ms a step against 25.3 ms with the batches already there
 (docs/experiments/benchmarks.md, GPU figures). From page-locked memory, Lightning's ``non_blocking`` copy is
-asynchronous. ``DataLoader(pin_memory=True)`` calls a batch's ``pin_memory()``; the data module asks for it when the trainer's
-device is a GPU.
+asynchronous. ``DataLoader(pin_memory=True)`` calls a batch's ``pin_memory()``; the data module asks for it when the
+trainer's device is a GPU.
 """
 
 from __future__ import annotations

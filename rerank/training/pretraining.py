@@ -23,7 +23,8 @@ mixed with round r's student (``teacher.student``, :mod:`rerank.teacher`; ``stud
 default), which scores every candidate of the sources in the stage's precision. Such a mix ranks better than either
 of its parts, but on Cranfield a second round of 1,200 steps did not make a better student than one round of 2,400
 (docs/experiments/ablations.md). The training sources of ``data.train`` then learn from the last round's teacher.
-Every round is cached, round 1 under the key a one-round stage has, so ``rounds: 2`` continues from a cached ``rounds: 1``.
+Every round is cached, round 1 under the key a one-round stage has, so ``rounds: 2`` continues from a cached
+``rounds: 1``.
 """
 
 from __future__ import annotations
