@@ -88,7 +88,7 @@ class Deployment:
     @property
     def needs_first_stage(self) -> bool:
         """Whether re-ranking needs the candidates' first-stage scores (the fusion's or the teacher's mix)."""
-        teacher_mix = self.teacher is not None and self.teacher.first_stage_weight > 0
+        teacher_mix = self.needs_teacher and self.teacher.first_stage_weight > 0
         return self.weights.get("first_stage", 0.0) > 0 or teacher_mix
 
     @property
@@ -102,14 +102,16 @@ class Deployment:
         return self.weights["reranker"] > 0
 
     def combine(self, reranker: Run, first_stage: Run | None = None, teacher: Run | None = None) -> Run:
-        """The deployed ranker's run from its parts' runs over the same candidates (``reranker``'s queries)."""
+        """The deployed ranker's run from its parts' runs over the same candidates (``reranker``'s); a part of
+        weight 0 is not needed (it adds exactly 0)."""
         if self.ranker == "reranker":
             return reranker
         runs = {"reranker": reranker, "first_stage": first_stage, "teacher": teacher}
-        missing = [part for part in PARTS[self.ranker] if runs[part] is None]
+        parts = [part for part in PARTS[self.ranker] if self.weights[part] > 0]
+        missing = [part for part in parts if runs[part] is None]
         if missing:
             raise ValueError(f"the deployed ranker {self.ranker} mixes {', '.join(missing)}: give its scores")
-        return fuse([runs[part] for part in PARTS[self.ranker]], [self.weights[part] for part in PARTS[self.ranker]])
+        return fuse([runs[part] for part in parts], [self.weights[part] for part in parts])
 
     def weights_text(self) -> str:
         """``re-ranker 0.2, teacher 0.8, first stage 0``."""

@@ -56,6 +56,12 @@ def test_the_deployed_fusion_is_the_weighted_sum_of_z_scores() -> None:
     assert standardise({"a": 1.0, "b": 1.0}) == {"a": 0.0, "b": 0.0}
     with pytest.raises(ValueError, match="mixes teacher"):
         deployment.combine(reranker, first)
+    no_teacher = Deployment("fused", {"reranker": 0.7, "teacher": 0.0, "first_stage": 0.3},
+                            teacher=TeacherConfig(bi_encoder="x", first_stage_weight=0.4))
+    assert not no_teacher.needs_teacher and no_teacher.needs_first_stage  # a weight of 0: no teacher to load
+    assert no_teacher.combine(reranker, first) == Deployment(
+        "fused", {"reranker": 0.7, "teacher": 0.0, "first_stage": 0.3}, teacher=TeacherConfig(bi_encoder="x")).combine(
+        reranker, first, teacher)  # with or without the teacher's scores, which weigh 0
 
 
 @pytest.fixture(scope="module")
