@@ -50,6 +50,7 @@ class StagePlan:
         lists: the stage's training lists.
         budget_minutes: the time budget.
         passes: the bound on passes over the lists.
+        batch_size: training lists a batch (an optimizer step's share of them, with gradient accumulation).
     """
 
     steps: int
@@ -78,9 +79,9 @@ def planned_steps(budget_minutes: float, passes: float, seconds: float, lists: i
 
 
 def seconds_per_step(module: RerankModule, stage: RerankDataModule, options: dict[str, Any], key: Any) -> float:
-    """This machine's seconds per optimizer step of the stage: from the cache, or measured on
-    ``CALIBRATION_STEPS`` steps of ``stage`` (the first not counted), after which ``module``'s weights and the
-    random generators are as they were."""
+    """This machine's seconds per optimizer step of the stage: from the cache, or measured on the batches of
+    ``CALIBRATION_STEPS`` steps of ``stage`` (the first not counted; a step is ``accumulate_grad_batches`` of them),
+    after which ``module``'s weights and the random generators are as they were."""
     machine = (socket.gethostname(), platform.machine(), os.cpu_count(), torch.get_num_threads())
     path = cache_path("calibration", key, machine, suffix=".json")
     if intact(path, "seconds per step of this machine"):
@@ -93,7 +94,7 @@ def seconds_per_step(module: RerankModule, stage: RerankDataModule, options: dic
                              enable_model_summary=False, callbacks=[timer])
         trainer.fit(module, datamodule=stage)
     module.model.load_state_dict(weights)
-    seconds = timer.seconds()
+    seconds = timer.seconds() * (options.get("accumulate_grad_batches") or 1)  # an optimizer step's batches
     with atomic_write(path, finish=sealing(path)) as handle:
         json.dump({"seconds_per_step": seconds, "machine": list(machine), "steps": CALIBRATION_STEPS - 1}, handle)
     return seconds
