@@ -50,7 +50,7 @@ class StagePlan:
         lists: the stage's training lists.
         budget_minutes: the time budget.
         passes: the bound on passes over the lists.
-        batch_size: training lists a batch (an optimizer step's share of them, with gradient accumulation).
+        batch_size: training lists an optimizer step takes (a batch's, times the batches it accumulates).
     """
 
     steps: int

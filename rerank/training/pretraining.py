@@ -125,8 +125,9 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     if config.max_steps == AUTO:
         seconds = seconds_per_step(module, stage, options, shape[1:])
         lists = sum(len(source.lists) for source in stage.training_sources())
-        plan = StagePlan(planned_steps(config.budget_minutes, config.passes, seconds, lists, data.batch_size),
-                         seconds, lists, config.budget_minutes, config.passes, data.batch_size)
+        per_step = data.batch_size * (options.get("accumulate_grad_batches") or 1)  # lists an optimizer step takes
+        plan = StagePlan(planned_steps(config.budget_minutes, config.passes, seconds, lists, per_step), seconds, lists,
+                         config.budget_minutes, config.passes, per_step)
         logger.info(plan_line(plan, data.tokenization, training_steps(data, trainer.get("max_epochs"))))
         config = dataclasses.replace(config, max_steps=plan.steps)
         shape[0] = {"train": config.train, "max_steps": config.max_steps}
