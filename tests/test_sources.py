@@ -416,14 +416,19 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
     for name, change in DEFAULT_VARIANTS.items():
         assert merged_config("cranfield", f"ablation/{name}", capsys=capsys) == merged(merged(default, ONE_EPOCH),
                                                                                           change), name
+    # the candidate for the next default: the default with rows and stage sized to the collection, nothing else
+    sized = {"model": {"tokenization": {"max_length": "auto"}},
+             "pretrain": {"max_steps": "auto", "passes": 1.5, "budget_minutes": 60}}
+    assert merged_config("cranfield", "ablation/sized", capsys=capsys) == merged(default, sized)
+    on_the_default = {*DEFAULT_VARIANTS, "sized"}
     on_the_previous = {"previous-default", "sentences", "lists16", "lr1e-4", "born-again"}
     for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
         ablation = merged_config("cranfield", f"ablation/{name.stem}", capsys=capsys)
-        measured_in = ("32-true" if name.stem in DEFAULT_VARIANTS else "bf16-mixed" if name.stem in on_the_previous
+        measured_in = ("32-true" if name.stem in on_the_default else "bf16-mixed" if name.stem in on_the_previous
                        else "32-true")  # the earliest ones on the AMD CPU
         assert ablation["trainer"]["precision"] == measured_in, name
         assert yaml.safe_load(name.read_text())["trainer"]["precision"] == measured_in, name  # pinned in the file
-        if name.stem not in DEFAULT_VARIANTS:  # those of earlier defaults pin the tokenization of their time
+        if name.stem not in on_the_default:  # those of earlier defaults pin the tokenization of their time
             assert yaml.safe_load(name.read_text())["model"]["tokenization"] == {"max_length": 192,
                                                                                  "max_query_length": 48}, name
         assert all(source.get("teacher") in (None, ensemble, earlier["data"]["train"][0]["teacher"])
