@@ -113,8 +113,7 @@ class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         warnings.warn(f"{module.__name__} is now {now}: import it from there (the old name goes in a later release)",
                       FutureWarning, stacklevel=2)
         target = importlib.import_module(now)
-        module.__getattr__ = lambda name: getattr(target, name)
-        module.__dict__.update({key: value for key, value in vars(target).items() if not key.startswith("__")})
+        module.__getattr__ = lambda name: getattr(target, name)  # PEP 562: `from old import X` asks it too
 
 
 if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):

@@ -63,7 +63,8 @@ def test_the_cut_warning_counts_the_queries_and_the_tokens_cut(tmp_path: Path) -
     assert cut_queries(lengths, 4, "the test queries of x") == (
         "the test queries of x: 2 of 3 queries are longer than model.tokenization.max_query_length (4 tokens) and "
         "are cut, by 2 to 6 tokens (mean 4.0): the cross-encoder does not read those words; raise "
-        "model.tokenization.max_length to keep them (max_query_length: auto gives queries up to half of it)")
+        "model.tokenization.max_length (max_length_cap when it is auto) to keep them (max_query_length: auto gives "
+        "queries up to half of it)")
 
 
 @pytest.fixture

@@ -42,21 +42,16 @@ def sized(tokenization: TokenizationConfig, query_lengths: Sequence[int], docume
     the rule of the module docstring; ``teacher_reads``: what the teacher reads of a document (None: no cap)."""
     if tokenization.resolved:
         return tokenization
-    longest = max(query_lengths, default=1)
     budget = tokenization.max_query_length
+    row = tokenization.max_length_cap if tokenization.sizes_rows else tokenization.max_length
+    query = min(max(query_lengths, default=1) if budget == AUTO else budget, row // 2)
     if tokenization.sizes_rows:
-        query = longest if budget == AUTO else budget
-        query = min(query, tokenization.max_length_cap // 2)
         document = percentile(document_lengths, PERCENTILE)
         document = min(document, teacher_reads) if teacher_reads is not None else document
-        length = min(tokenization.max_length_cap, max(MIN_LENGTH, -(-(query + document + SPECIAL_TOKENS) // 32) * 32))
-        if budget == AUTO:  # the row was sized to hold the longest query (at most half the cap)
-            budget = max(min(query, length - SPECIAL_TOKENS - 1), 1)
-    else:
-        length = tokenization.max_length
-        if budget == AUTO:
-            budget = max(min(longest, length // 2), 1)
-    return dataclasses.replace(tokenization, max_length=length, max_query_length=budget)
+        row = min(row, max(MIN_LENGTH, -(-(query + document + SPECIAL_TOKENS) // 32) * 32))
+    if budget == AUTO:  # the longest query, at most half a row (of the cap, for a row sized here)
+        budget = max(min(query, row - SPECIAL_TOKENS - 1), 1)
+    return dataclasses.replace(tokenization, max_length=row, max_query_length=budget)
 
 
 def size_tokenization(tokenization: TokenizationConfig, name_or_path: str, queries: Iterable[str],
@@ -114,5 +109,5 @@ def cut_queries(lengths: Sequence[int], budget: int, where: str) -> str | None:
         return None
     return (f"{where}: {len(cuts)} of {len(lengths)} queries are longer than model.tokenization.max_query_length "
             f"({budget} tokens) and are cut, by {min(cuts)} to {max(cuts)} tokens (mean {sum(cuts) / len(cuts):.1f}): "
-            "the cross-encoder does not read those words; raise model.tokenization.max_length to keep them "
-            "(max_query_length: auto gives queries up to half of it)")
+            "the cross-encoder does not read those words; raise model.tokenization.max_length (max_length_cap "
+            "when it is auto) to keep them (max_query_length: auto gives queries up to half of it)")
