@@ -34,10 +34,12 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
-# The main job: train MiniLM on Cranfield (configs/cranfield.yaml), test it, export it to $(OUTPUT)/model.
+# The main job: train MiniLM on Cranfield with the default recipe (configs/cranfield.yaml) at the demo's size
+# (configs/demo.yaml: 128-token rows, a 500-step stage, about 12 minutes on 2 cores), test it, export it to
+# $(OUTPUT)/model.
 run: setup
 	test -d $(IRDS_HOME) || ! test -d $(SHARED)/irds_home || (mkdir -p $(dir $(IRDS_HOME)) && cp -r $(SHARED)/irds_home $(IRDS_HOME) && chmod -R u+w $(IRDS_HOME))
-	$(CACHES) $(BIN)/rerank fit --config cranfield.yaml --output_dir $(OUTPUT)
+	$(CACHES) $(BIN)/rerank fit --config cranfield.yaml --config demo.yaml --output_dir $(OUTPUT)
 
 bench-losses: setup
 	$(BIN)/python scripts/bench_losses.py --output outputs/bench_losses.json
