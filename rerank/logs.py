@@ -21,6 +21,9 @@ HARMLESS_WARNINGS = (
     # Lightning: the predict loop and evaluation loops run without a logger in rerank's commands
     r"You called `self.log\(.*\)` but have no logger configured",
     r"Checkpoint directory .* exists and is not empty",
+    # Lightning, resuming mid-epoch: rerank's data module saves where the pass stands and its sampler skips the
+    # batches already trained on (RerankDataModule.state_dict), which rerank logs itself
+    r"You're resuming from a checkpoint that ended before the epoch ended",
     # transformers: a new one-output head on an encoder that never had one (rerank logs that itself)
     r"You passed `num_labels=1` which is incompatible",
     # Lightning: its default logger falls back to CSV without tensorboard; a torch API it calls is deprecated

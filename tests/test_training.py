@@ -192,6 +192,8 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     assert not (tmp_path / "resumed" / "metrics.json").exists()
     resumed = run("resumed", "--ckpt_path", "last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resuming epoch 0 after its first 4 batches" in resumed.stderr  # said once, in rerank's words...
+    assert "not resumable" not in resumed.stderr  # ...not Lightning's warning that the loader would start over
     assert not any(".tmp-" in path.name for path in (tmp_path / "resumed").rglob("*"))  # no half-written files
     assert not any(system_temp.iterdir())  # and no checkpoint staged in the system's temporary folder
     expected = json.loads((tmp_path / "straight" / "metrics.json").read_text())

@@ -348,6 +348,8 @@ class RerankDataModule(pl.LightningDataModule):
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state:
             self._resume = (state["epoch"], state["batches"])
+            logger.info("resuming epoch %d after its first %d batches: they are skipped, so that the run goes on as "
+                        "an uninterrupted one would", state["epoch"], state["batches"])
 
 
 def check_overlap(run: CandidateLists, qrels: Qrels, where: Path) -> None:
