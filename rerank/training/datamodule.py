@@ -346,7 +346,9 @@ class RerankDataModule(pl.LightningDataModule):
                 "batches": trainer.fit_loop.epoch_loop.batch_progress.current.processed}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        if state:
+        """Skip the batches already trained on when a fit resumes; a checkpoint loaded to test or predict trains
+        nothing, so nothing is skipped or said."""
+        if state and self.trainer is not None and self.trainer.state.fn == TrainerFn.FITTING:
             self._resume = (state["epoch"], state["batches"])
             logger.info("resuming epoch %d after its first %d batches: they are skipped, so that the run goes on as "
                         "an uninterrupted one would", state["epoch"], state["batches"])
