@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 
 from rerank.cli import fit
 from rerank.data.candidates import CandidateLists, read_candidates
-from rerank.data.collection import Collection, CollectionConfig
-from rerank.data.pseudo_queries import PseudoQueryConfig, pseudo_queries
+from rerank.data.collection import Collection, CollectionConfig, _IrDatasetsSource
+from rerank.data.pseudo_queries import PseudoQueryConfig, pseudo_queries, sized_to
 from rerank.data.trec import read_run, write_run
 from rerank.first_stage import FirstStageConfig
 from rerank.teacher import TeacherConfig, teacher_scores
@@ -292,6 +292,44 @@ def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, t
                            "--data.folds.test", "1"])
     assert "pre-training stage, round 1 of 1: weights from the cache" in caplog.text
     assert second == first  # loading the stage continues exactly as training it did
+
+
+def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_queries(
+        workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    auto = PseudoQueryConfig(max_words="auto", min_words=2)  # the longest query's words, within min_words and 24
+    assert sized_to(auto, ["wind", "heat flux to blunt bodies"]).max_words == 5
+    assert sized_to(auto, ["wind"]).max_words == 2 and sized_to(auto, [" ".join(["wind"] * 30)]).max_words == 24
+    assert sized_to(PseudoQueryConfig(max_words=7), ["wind"]) == PseudoQueryConfig(max_words=7)  # a number is kept
+    cranfield = Collection(CollectionConfig(**CRANFIELD))
+    with pytest.raises(TypeError, match="max_words: auto"):
+        pseudo_queries(cranfield.documents, auto)
+    # Cranfield's longest query has 46 words: auto gives the fixed 24 the recipes were measured with
+    assert max(len(text.split()) for text in cranfield.queries.values()) == 46
+    assert sized_to(PseudoQueryConfig(max_words="auto"), cranfield.queries.values()) == PseudoQueryConfig()
+    stage = {"train": [{"queries": "pseudo", "pseudo": {"count": 20, "max_words": "auto"},
+                        "first_stage": {"backend": "bm25s", "index_dir": str(tmp_path / "idx")},
+                        "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(tmp_path))}}],
+             "max_steps": 2}
+    config = write_config(workdir, tmp_path / "config.yaml", pretrain=stage)
+    with caplog.at_level(logging.INFO):
+        fit.main(["--config", str(config), "--output_dir", str(tmp_path / "long")])
+    assert "pretrain.train[0]: pseudo-queries of at most 24 words (max_words: auto: the longest of the 225 queries" \
+        in caplog.text
+    assert "round 1 of 1: 2 steps" in caplog.text
+    # the same collection with queries of at most 4 words: pseudo-queries of 4 words, and so another stage
+    full = _IrDatasetsSource.queries
+    monkeypatch.setattr(_IrDatasetsSource, "queries",
+                        lambda self: {qid: " ".join(text.split()[:4]) for qid, text in full(self).items()})
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        fit.main(["--config", str(config), "--output_dir", str(tmp_path / "short")])
+    assert "pseudo-queries of at most 4 words" in caplog.text and "round 1 of 1: 2 steps" in caplog.text
+    drawn = [path for path in (tmp_path / "cache" / "pseudo_queries").glob("*.tsv")]
+    lengths = sorted({max(len(line.split("\t")[1].split()) for line in path.read_text().splitlines())
+                      for path in drawn})
+    assert len(drawn) == 2 and lengths[0] == 4 < lengths[1] <= 24  # 20 titles, the longest of 21 words
+    assert len(list((tmp_path / "cache" / "pretrained").glob("*.safetensors"))) == 2
 
 
 def test_born_again_rounds_continue_from_the_cached_first_round_and_teach_with_its_student(

@@ -7,6 +7,11 @@ sentence instead (cut at ``max_words`` words). With ``per_document`` above 1, a 
 sentences of its body, each a query of its own (``pseudo:<doc id>#2``, ``#3``, ...): more, and more varied, queries
 for a stage that learns from a teacher's scores over their candidates.
 
+With ``max_words: auto`` a pseudo-query is no longer than the longest of the queries the model will be asked
+(``data.collection``'s, their words; :func:`sized_to`), within ``min_words`` and ``MAX_WORDS``: where the real queries
+are a few words (NFCorpus: at most 11), the first 24 words of an abstract would teach the student a query of another
+kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before.
+
 The set is deterministic: documents are taken in a seeded order (``seed``) until ``count`` usable queries are
 found. It never looks at judgments (only at documents), so it is the same for every fold. Trivial queries are
 left out: fewer than ``min_words`` content words (words that are not English stop words), and texts that several
@@ -19,7 +24,9 @@ from __future__ import annotations
 import logging
 import random
 import re
-from dataclasses import asdict, dataclass
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, replace
+from typing import Literal
 
 from ..atomic import atomic_write
 from ..cache import cache_path, intact, sealing
@@ -32,6 +39,9 @@ PREFIX = "pseudo:"
 """Pseudo-query ids are ``pseudo:<doc id>`` (a document's first), then ``pseudo:<doc id>#2``, ``#3``, ..."""
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"(?<=\w)\s*[.!?]\s+")
+AUTO = "auto"
+MAX_WORDS = 24
+"""The most words ``max_words: auto`` gives a pseudo-query (the fixed default of earlier releases)."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,8 @@ class PseudoQueryConfig:
         count: usable pseudo-queries wanted (None: all that the documents give).
         seed: seeds the order in which documents are taken.
         min_words: content words (not stop words) a query needs.
-        max_words: words a query keeps (of a title or a sentence).
+        max_words: words a query keeps (of a title or a sentence); ``auto``: as many as the longest query of the
+            collection the model is trained for, within ``min_words`` and ``MAX_WORDS`` (:func:`sized_to`).
         per_document: queries a document may give: its title (else its first sentence), then its body's next
             sentences in order.
     """
@@ -50,13 +61,13 @@ class PseudoQueryConfig:
     count: int | None = 1000
     seed: int = 42
     min_words: int = 3
-    max_words: int = 24
+    max_words: int | Literal["auto"] = MAX_WORDS
     per_document: int = 1
 
     def __post_init__(self) -> None:
         if self.count is not None:  # null: all
             check_range("pseudo.count", self.count, 1)
-        if not 1 <= self.min_words <= self.max_words:
+        if not 1 <= self.min_words <= (MAX_WORDS if self.max_words == AUTO else self.max_words):
             raise ValueError(f"pseudo: need 1 <= min_words <= max_words; got {self.min_words} and {self.max_words}")
         check_range("pseudo.per_document", self.per_document, 1)
 
@@ -70,8 +81,20 @@ class PseudoQuery:
     doc_id: str
 
 
+def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryConfig:
+    """``config`` with ``max_words: auto`` resolved (a number is kept): the words of the longest of ``queries``,
+    at least ``min_words`` and at most ``MAX_WORDS``."""
+    if config.max_words != AUTO:
+        return config
+    longest = max((len(text.split()) for text in queries), default=MAX_WORDS)
+    return replace(config, max_words=min(MAX_WORDS, max(config.min_words, longest)))
+
+
 def pseudo_queries(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
-    """The pseudo-queries of ``documents`` (cached; see the module docstring)."""
+    """The pseudo-queries of ``documents`` (cached; see the module docstring); ``config`` resolved by
+    :func:`sized_to`."""
+    if config.max_words == AUTO:
+        raise TypeError("pseudo_queries: resolve max_words: auto first (sized_to)")
     path = cache_path("pseudo_queries", documents.source(), documents.fingerprint(), asdict(config), suffix=".tsv")
     if intact(path, "pseudo-queries"):
         with path.open(encoding="utf-8") as handle:

@@ -48,7 +48,7 @@ from .budget import StagePlan, plan_line, planned_steps, seconds_per_step
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
 from .progress import stage_callbacks
-from .sources import SourceConfig, as_source_configs
+from .sources import SourceConfig, as_source_configs, sized_pseudo_queries
 
 logger = logging.getLogger(__name__)
 
@@ -114,13 +114,16 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         seed: the run's seed, set again after the stage.
     """
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
-    sources = as_source_configs(config.train, "pretrain.train")
+    given = as_source_configs(config.train, "pretrain.train")
+    sources = [sized_pseudo_queries(source, data.collection, f"pretrain.train[{i}]") for i, source in enumerate(given)]
     ignored = MODEL_OPTIONS_IGNORED + (() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
     model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
     documents = data.collection.documents
     shape = [{"train": config.train, "max_steps": config.max_steps}, model_settings, dataclasses.asdict(data.settings),
              {key: options.get(key) for key in ("precision", "accumulate_grad_batches", "gradient_clip_val")},
              seed, documents.source(), documents.fingerprint()]
+    if sources != given:  # pseudo-queries' max_words: auto, keyed by what it resolved to (the queries may change)
+        shape.append([source.pseudo.max_words for source in sources if source.pseudo is not None])
     stage = data.with_sources(sources, data.directory.root / "pretrain")  # round 1's
     if config.max_steps == AUTO:
         seconds = seconds_per_step(module, stage, options, shape[1:])

@@ -45,7 +45,7 @@ from ..checks import check_range
 from ..clicks.targets import ClickTargetConfig, click_targets
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection, as_collection_config
-from ..data.pseudo_queries import PseudoQueryConfig, pseudo_queries
+from ..data.pseudo_queries import AUTO, MAX_WORDS, PseudoQueryConfig, pseudo_queries, sized_to
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
@@ -209,7 +209,7 @@ def _click_source(config: SourceConfig, collection: Collection, queries: Mapping
 def _queries_and_qrels(config: SourceConfig, collection: Collection, context: SourceContext,
                        where: str) -> tuple[dict[str, str], Qrels]:
     if config.queries == "pseudo":
-        drawn = pseudo_queries(collection.documents, config.pseudo)
+        drawn = pseudo_queries(collection.documents, sized_pseudo_queries(config, context.collection, where).pseudo)
         return {q.query_id: q.text for q in drawn}, {q.query_id: {q.doc_id: 1} for q in drawn}
     if config.queries == "train":
         qrels = collection.qrels
@@ -221,6 +221,18 @@ def _queries_and_qrels(config: SourceConfig, collection: Collection, context: So
     if not judged:
         raise ValueError(f"{where}: {collection.name} has no judged query for qrels targets")
     return judged, qrels
+
+
+def sized_pseudo_queries(config: SourceConfig, collection: Collection, where: str) -> SourceConfig:
+    """``config`` with its pseudo-queries' ``max_words: auto`` resolved from ``collection``'s queries (the ones the
+    model is trained for; :func:`rerank.data.pseudo_queries.sized_to`), and said in one line."""
+    if config.pseudo is None or config.pseudo.max_words != AUTO:
+        return config
+    pseudo = sized_to(config.pseudo, collection.queries.values())
+    logger.info("%s: pseudo-queries of at most %d words (max_words: auto: the longest of the %d queries of %s, "
+                "within %d and %d)", where, pseudo.max_words, len(collection.queries), collection.name,
+                pseudo.min_words, MAX_WORDS)
+    return dataclasses.replace(config, pseudo=pseudo)
 
 
 def _sample(query_ids: list[str], config: SourceConfig) -> list[str]:
