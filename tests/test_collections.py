@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,34 @@ def test_local_documents_stream_and_are_cached_on_disk(tmp_path: Path) -> None:
     assert any((tmp_path / "arrow").iterdir())
     again = local_cranfield(tmp_path).documents
     assert again.text("1") == documents.text("1") and again.fingerprint() == documents.fingerprint()
+
+
+def test_local_documents_keep_their_caches_while_their_bytes_are_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps({"doc_id": f"d{i}", "text": f"text {i}"}) + "\n" for i in range(5)))
+
+    def fingerprint() -> str:
+        return Collection(CollectionConfig(docs=str(docs))).documents.fingerprint()
+
+    first = fingerprint()
+    assert len(Collection(CollectionConfig(docs=str(docs))).documents) == 5  # converted once
+    os.utime(docs, ns=(10**18, 10**18))  # a copy laid down again, or a touch: new dates, the same bytes
+    caplog.set_level("INFO", logger="rerank.data.collection")
+    assert fingerprint() == first
+    assert len(Collection(CollectionConfig(docs=str(docs))).documents) == 5
+    assert "from the cache" in caplog.text and "converting" not in caplog.text
+    memo = [path for path in (tmp_path / "cache" / "fingerprints").glob("*.txt")]
+    assert len(memo) == 2  # one digest per version of the file (size and dates)
+    for path in memo:  # a damaged digest is computed again, not trusted
+        path.write_text("0" * 16)
+    assert fingerprint() == first
+    docs.write_text(docs.read_text().replace("text 3", "text 8"))  # an edit of the same size, dated now
+    assert fingerprint() != first
+    caplog.clear()
+    assert Collection(CollectionConfig(docs=str(docs))).documents.text("d3") == "text 8"
+    assert "converting the documents" in caplog.text
 
 
 def test_local_documents_are_cached_under_rerank_cache_not_beside_the_files(

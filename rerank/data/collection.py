@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_directory, atomic_write
-from ..cache import cache_root, intact, reseal, sealing
+from ..cache import cache_path, cache_root, file_digest, intact, reseal, sealing
 from .lines import check_id, read_text, text_lines
 from .trec import Qrels, map_label, read_qrels
 
@@ -431,9 +431,18 @@ class _ArrowDocuments(Documents):
         return f"{self.path.stem}-{hashlib.sha1(str(self.path.resolve()).encode()).hexdigest()[:8]}"
 
     def fingerprint(self) -> str:
+        """A hash of the file's bytes (and of the Arrow layout): a copy with new dates, or a ``touch``, keeps every
+        cache made from the documents, an edit makes them again. The bytes are read once per version of the file
+        (its size and modification time); the digest is then kept under ``$RERANK_CACHE/fingerprints``."""
         stat = self.path.stat()
-        key = f"{self.path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}:{_ARROW_SCHEMA}"
-        return hashlib.sha1(key.encode()).hexdigest()[:12]
+        memo = cache_path("fingerprints", str(self.path.resolve()), stat.st_size, stat.st_mtime_ns, suffix=".txt")
+        if intact(memo, f"the digest of {self.path}"):
+            digest = memo.read_text()
+        else:
+            digest = file_digest(self.path)
+            with atomic_write(memo, finish=sealing(memo)) as handle:
+                handle.write(digest)
+        return hashlib.sha1(f"{digest}:{_ARROW_SCHEMA}".encode()).hexdigest()[:12]
 
     @property
     def _table(self):
