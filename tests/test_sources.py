@@ -304,6 +304,11 @@ def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_quer
     cranfield = Collection(CollectionConfig(**CRANFIELD))
     with pytest.raises(TypeError, match="max_words: auto"):
         pseudo_queries(cranfield.documents, auto)
+    for wrong in ("aut", 2.5):  # a typo is named, with the source it is in
+        with pytest.raises(ValueError, match=rf"^pretrain.train\[0\]: pseudo.max_words: a number of words, or auto; "
+                                             rf"got {wrong!r}$"):
+            as_source_config({"queries": "pseudo", "targets": "teacher", "teacher": {"run": "x.run"},
+                              "pseudo": {"max_words": wrong}}, "pretrain.train[0]")
     # Cranfield's longest query has 46 words: auto gives the fixed 24 the recipes were measured with
     assert max(len(text.split()) for text in cranfield.queries.values()) == 46
     assert sized_to(PseudoQueryConfig(max_words="auto"), cranfield.queries.values()) == PseudoQueryConfig()

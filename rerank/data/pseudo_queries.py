@@ -67,6 +67,8 @@ class PseudoQueryConfig:
     def __post_init__(self) -> None:
         if self.count is not None:  # null: all
             check_range("pseudo.count", self.count, 1)
+        if self.max_words != AUTO and (isinstance(self.max_words, bool) or not isinstance(self.max_words, int)):
+            raise ValueError(f"pseudo.max_words: a number of words, or auto; got {self.max_words!r}")
         if not 1 <= self.min_words <= (MAX_WORDS if self.max_words == AUTO else self.max_words):
             raise ValueError(f"pseudo: need 1 <= min_words <= max_words; got {self.min_words} and {self.max_words}")
         check_range("pseudo.per_document", self.per_document, 1)
