@@ -1,4 +1,5 @@
-"""The one range check of options, with the one message form: ``data.batch_size must be >= 1; got 0``.
+"""The one range check of options, with the one message form: ``data.batch_size must be >= 1; got 0``; and
+``AUTO``, the one spelling of an option that rerank sizes itself.
 
     >>> check_range("data.batch_size", 0, 1)
     Traceback (most recent call last):
@@ -11,6 +12,10 @@
 """
 
 from __future__ import annotations
+
+AUTO = "auto"
+"""The value of an option that rerank sizes from the collection (rows, query budget, the stage's steps, the
+pseudo-queries' words), resolved once before any work."""
 
 
 def check_range(name: str, value: float, minimum: float | None = None, maximum: float | None = None, *,

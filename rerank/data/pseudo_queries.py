@@ -30,7 +30,7 @@ from typing import Literal
 
 from ..atomic import atomic_write
 from ..cache import cache_path, intact, sealing
-from ..checks import check_range
+from ..checks import AUTO, check_range
 from .collection import Documents
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,6 @@ PREFIX = "pseudo:"
 """Pseudo-query ids are ``pseudo:<doc id>`` (a document's first), then ``pseudo:<doc id>#2``, ``#3``, ..."""
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"(?<=\w)\s*[.!?]\s+")
-AUTO = "auto"
 MAX_WORDS = 24
 """The most words ``max_words: auto`` gives a pseudo-query (the fixed default of earlier releases)."""
 

@@ -22,9 +22,10 @@ import math
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
+from ..checks import AUTO
 from ..data.collection import Documents
 from .cross_encoder import exported_tokenization, load_tokenizer
-from .tokenization import AUTO, MIN_LENGTH, TokenizationConfig, head
+from .tokenization import MIN_LENGTH, TokenizationConfig, head
 
 logger = logging.getLogger(__name__)
 

@@ -18,11 +18,10 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from ..checks import check_range
+from ..checks import AUTO, check_range
 from ..data.pinning import Pinnable
 
 PASSAGE_MODES = ("first", "maxp")
-AUTO = "auto"
 MIN_LENGTH = 64
 """The shortest row that ``max_length: auto`` gives (:mod:`rerank.model.sizing`), and the smallest cap."""
 

@@ -41,9 +41,8 @@ from safetensors.torch import load_file, save
 
 from ..atomic import atomic_write
 from ..cache import cache_path, intact, sealing
-from ..checks import check_range
+from ..checks import AUTO, check_range
 from ..export import export
-from ..model.tokenization import AUTO
 from .budget import StagePlan, plan_line, planned_steps, seconds_per_step
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule

@@ -41,11 +41,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks import check_range
+from ..checks import AUTO, check_range
 from ..clicks.targets import ClickTargetConfig, click_targets
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection, as_collection_config
-from ..data.pseudo_queries import AUTO, MAX_WORDS, PseudoQueryConfig, pseudo_queries, sized_to
+from ..data.pseudo_queries import MAX_WORDS, PseudoQueryConfig, pseudo_queries, sized_to
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
