@@ -48,6 +48,7 @@ from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
 from .progress import stage_callbacks
 from .sources import SourceConfig, as_source_configs, sized_pseudo_queries
+from .stage_validation import HeldOutValidation, distillation_loss, hold_out
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,11 @@ class PretrainConfig:
         passes: the most passes over the stage's lists that ``max_steps: auto`` takes.
         rounds: born-again rounds; from the second on, every teacher is mixed with the last round's student.
         student_weight: the student's share of those mixes.
+        held_out: lists with teacher scores kept out of the stage to validate it (0: none): every ``validate_every``
+            steps the student's distillation loss on them is logged, and the stage keeps its best weights
+            (:mod:`rerank.training.stage_validation`).
+        validate_every: optimizer steps between two such checks.
+        patience: checks without a lower held-out loss before the stage stops (None: it runs all its steps).
     """
 
     train: list[dict[str, Any]] = field(default_factory=list)
@@ -81,6 +87,9 @@ class PretrainConfig:
     passes: float = 8.0
     rounds: int = 1
     student_weight: float = 0.5
+    held_out: int = 0
+    validate_every: int = 100
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         if not self.train:
@@ -92,6 +101,13 @@ class PretrainConfig:
         check_range("pretrain.passes", self.passes, above=0)
         check_range("pretrain.rounds", self.rounds, 1)
         check_range("pretrain.student_weight", self.student_weight, above=0, below=1)
+        check_range("pretrain.held_out", self.held_out, 0)
+        check_range("pretrain.validate_every", self.validate_every, 1)
+        if self.patience is not None:
+            check_range("pretrain.patience", self.patience, 1)
+            if not self.held_out:
+                raise ValueError("pretrain.patience stops the stage on its held-out lists: give pretrain.held_out too "
+                                 "(e.g. 100)")
         for i, source in enumerate(as_source_configs(self.train, "pretrain.train")):
             if source.uses_judgments:
                 raise ValueError(f"pretrain.train[{i}]: a stage shared by every fold cannot use data.collection's "
@@ -124,15 +140,18 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     if sources != given:  # pseudo-queries' max_words: auto, keyed by what it resolved to (the queries may change)
         shape.append([source.pseudo.max_words for source in sources if source.pseudo is not None])
     stage = data.with_sources(sources, data.directory.root / "pretrain")  # round 1's
+    if config.held_out:
+        shape[0] |= {"held_out": config.held_out, "validate_every": config.validate_every,
+                     "patience": config.patience}
     if config.max_steps == AUTO:
         seconds = seconds_per_step(module, stage, options, shape[1:])
-        lists = sum(len(source.lists) for source in stage.training_sources())
+        lists = sum(len(source.lists) for source in stage.training_sources()) - config.held_out  # trained on
         per_step = data.batch_size * (options.get("accumulate_grad_batches") or 1)  # lists an optimizer step takes
         plan = StagePlan(planned_steps(config.budget_minutes, config.passes, seconds, lists, per_step), seconds, lists,
                          config.budget_minutes, config.passes, per_step)
         logger.info(plan_line(plan, data.tokenization, training_steps(data, trainer.get("max_epochs"))))
         config = dataclasses.replace(config, max_steps=plan.steps)
-        shape[0] = {"train": config.train, "max_steps": config.max_steps}
+        shape[0] |= {"max_steps": config.max_steps}
     paths = [cache_path("pretrained", *shape, suffix=".safetensors")] + [
         cache_path("pretrained", *shape, {"round": round_, "student_weight": config.student_weight},
                    suffix=".safetensors") for round_ in range(2, config.rounds + 1)]
@@ -140,7 +159,7 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     for round_, path in enumerate(paths, 1):
         taught = [_taught_by(source, student, config, options) for source in sources]
         _round(path, module, stage if round_ == 1 else data.with_sources(taught, stage.directory.root), config,
-               options, f"round {round_} of {config.rounds}")
+               options, f"round {round_} of {config.rounds}", seed)
         if round_ < config.rounds:
             student = _exported(module, path.with_suffix(""))
     data.sources = [_taught_by(source, student, config, options) for source in data.sources]
@@ -155,17 +174,21 @@ def training_steps(data: RerankDataModule, epochs: int | None) -> int:
 
 
 def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: PretrainConfig,
-           options: dict[str, Any], name: str) -> None:
+           options: dict[str, Any], name: str, seed: int) -> None:
     """One round: its weights from the cache, or ``config.max_steps`` steps on ``stage``'s sources from
-    ``module``'s."""
+    ``module``'s (validated on ``config.held_out`` of its lists, held out with ``seed``)."""
     if intact(path, "pre-trained stage"):
         logger.info("pre-training stage, %s: weights from the cache (%s)", name, path)
         module.model.load_state_dict(load_file(path))
         return
+    callbacks = stage_callbacks(f"pre-training, {name}", options.get("enable_progress_bar"))
+    if config.held_out:
+        held = hold_out(stage, config.held_out, seed)
+        callbacks.append(HeldOutValidation(distillation_loss(held, stage), config.validate_every, config.patience,
+                                           f"pre-training, {name}"))
     logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(stage.sources))
     stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
-                               enable_checkpointing=False, logger=False,
-                               callbacks=stage_callbacks(f"pre-training, {name}", options.get("enable_progress_bar")),
+                               enable_checkpointing=False, logger=False, callbacks=callbacks,
                                default_root_dir=str(stage.directory.root))
     stage_trainer.fit(module, datamodule=stage)
     if stage_trainer.is_global_zero:
