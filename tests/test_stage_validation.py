@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -119,6 +120,21 @@ def test_held_out_lists_are_not_trained_on_and_measured_whole_against_the_teache
     for value, reference in checks:
         assert value == pytest.approx(reference, rel=1e-5)
     assert "pre-training, round 1 of 1, step 2: held-out distillation loss" in caplog.text
+    record, = (tmp_path / "cache" / "pretrained").glob("*.held_out.json")
+    curve = json.loads(record.read_text())["curve"]
+    assert curve == [[2, checks[0][0]], [4, checks[1][0]]]
+    best = min(curve, key=lambda point: point[1])[0]
+    caplog.clear()
+    with caplog.at_level(logging.INFO):  # the stage from the cache says which step's weights it holds
+        fit.main(["--config", str(config), "--output_dir", str(tmp_path / "again")])
+    assert "round 1 of 1: weights from the cache" in caplog.text and len(measured) == 3  # nothing measured again
+    assert f"round 1 of 1: the weights of step {best} (held-out distillation loss " \
+           f"{dict(curve)[best]:.4f}), trained to step 4, checked 2 times" in caplog.text
+    record.unlink()  # weights without their checks: not trusted, the stage is trained again
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        fit.main(["--config", str(config), "--output_dir", str(tmp_path / "rebuilt")])
+    assert "round 1 of 1: 4 steps on 1 source(s)" in caplog.text and record.exists() and len(measured) == 6
     with pytest.raises(UserError, match=r"^pretrain.held_out: 11 lists asked, but the stage has 20 lists with "
                                         r"teacher scores: hold out at most half of them \(10\)$"):
         hold_out(_StageLike(held * 4), 11, 0)

@@ -43,12 +43,13 @@ from ..atomic import atomic_write
 from ..cache import cache_path, intact, sealing
 from ..checks import AUTO, check_range
 from ..export import export
+from ..run_directory import read_json, write_json
 from .budget import StagePlan, plan_line, planned_steps, seconds_per_step
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
 from .progress import stage_callbacks
 from .sources import SourceConfig, as_source_configs, sized_pseudo_queries
-from .stage_validation import HeldOutValidation, distillation_loss, hold_out
+from .stage_validation import HeldOutValidation, describe, distillation_loss, hold_out
 
 logger = logging.getLogger(__name__)
 
@@ -177,21 +178,27 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
            options: dict[str, Any], name: str, seed: int) -> None:
     """One round: its weights from the cache, or ``config.max_steps`` steps on ``stage``'s sources from
     ``module``'s (validated on ``config.held_out`` of its lists, held out with ``seed``)."""
-    if intact(path, "pre-trained stage"):
+    curve = path.with_suffix(".held_out.json")  # the held-out checks, written before the weights
+    if intact(path, "pre-trained stage") and (not config.held_out or curve.exists()):
         logger.info("pre-training stage, %s: weights from the cache (%s)", name, path)
+        if config.held_out:
+            logger.info("pre-training stage, %s: %s", name, describe(read_json(curve)))
         module.model.load_state_dict(load_file(path))
         return
     callbacks = stage_callbacks(f"pre-training, {name}", options.get("enable_progress_bar"))
+    validation = None
     if config.held_out:
-        held = hold_out(stage, config.held_out, seed)
-        callbacks.append(HeldOutValidation(distillation_loss(held, stage), config.validate_every, config.patience,
-                                           f"pre-training, {name}"))
+        validation = HeldOutValidation(distillation_loss(hold_out(stage, config.held_out, seed), stage),
+                                       config.validate_every, config.patience, f"pre-training, {name}")
+        callbacks.append(validation)
     logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(stage.sources))
     stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
                                enable_checkpointing=False, logger=False, callbacks=callbacks,
                                default_root_dir=str(stage.directory.root))
     stage_trainer.fit(module, datamodule=stage)
     if stage_trainer.is_global_zero:
+        if validation is not None:  # before the weights: weights sealed in the cache have their curve beside them
+            write_json(validation.record(), curve)
         with atomic_write(path, "wb", finish=sealing(path)) as handle:
             handle.write(_serialised(module))
     stage_trainer.strategy.barrier()

@@ -11,6 +11,8 @@ run's seed among those that have teacher scores: pseudo-queries, say) are kept o
 
 The stage keeps the weights of its lowest ``L_held_out``; with ``patience: P`` it stops after ``P``
 checks without a lower one (early stopping on a validation loss: the budget and the passes remain its bounds).
+The checks are kept beside the cached weights (``<key>.held_out.json``): a run that loads the stage logs which
+step's weights it holds.
 Every check is logged in one line::
 
     INFO rerank.training.stage_validation: pre-training, round 1 of 1, step 200: held-out distillation loss 0.8123
@@ -23,6 +25,7 @@ import dataclasses
 import logging
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import lightning.pytorch as pl
 import numpy as np
@@ -127,6 +130,11 @@ class HeldOutValidation(pl.Callback):
             logger.info("%s: the weights of step %d kept (held-out distillation loss %.4f; step %d: %.4f)", self.name,
                         self.best_step, self._best, step, self.curve[-1][1])
 
+    def record(self) -> dict[str, object]:
+        """The checks as ``{"curve": [[step, loss], ...], "best_step": ..., "last_step": ...}`` (:func:`describe`)."""
+        return {"curve": [list(point) for point in self.curve], "best_step": self.best_step,
+                "last_step": self.curve[-1][0] if self.curve else None}
+
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule, step: int) -> None:
         value = self.measure(pl_module)
         self.curve.append((step, value))
@@ -141,3 +149,10 @@ class HeldOutValidation(pl.Callback):
             trainer.should_stop = True
             logger.info("%s: stopped at step %d, %d checks without a lower held-out loss than step %d's", self.name,
                         step, checks_since, self.best_step)
+
+
+def describe(record: dict[str, Any]) -> str:
+    """A :meth:`HeldOutValidation.record` in words: which step's weights were kept, and where the stage ended."""
+    loss = dict((step, value) for step, value in record["curve"])
+    return (f"the weights of step {record['best_step']} (held-out distillation loss {loss[record['best_step']]:.4f}), "
+            f"trained to step {record['last_step']}, checked {len(loss)} times")
