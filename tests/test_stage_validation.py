@@ -62,15 +62,25 @@ def test_the_stage_stops_after_patience_checks_without_a_lower_loss_and_keeps_th
     assert not all(torch.equal(module.model.state_dict()[name], value) for name, value in seen[3].items())
 
 
-def test_without_patience_the_stage_runs_all_its_steps_and_checks_its_last(tmp_path: Path) -> None:
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_without_patience_the_stage_runs_all_its_steps_and_checks_its_last(tmp_path: Path, accumulate: int) -> None:
     seen: list[dict[str, torch.Tensor]] = []
     callback = HeldOutValidation(_scripted([3.0, 2.0, 2.5, 2.6, 1.0], seen), every=3, patience=None, name="stage")
     module = _Linear()
     trainer = pl.Trainer(max_steps=10, callbacks=[callback], logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, default_root_dir=str(tmp_path))
+                         enable_progress_bar=False, default_root_dir=str(tmp_path),
+                         accumulate_grad_batches=accumulate)  # once an optimizer step, none before the first
     trainer.fit(module)
     assert callback.curve == [(3, 3.0), (6, 2.0), (9, 2.5), (10, 2.6)] and trainer.global_step == 10
     assert all(torch.equal(module.model.state_dict()[name], value) for name, value in seen[1].items())  # step 6's
+
+
+def test_a_loss_that_is_not_a_number_stops_the_stage_with_its_step(tmp_path: Path) -> None:
+    callback = HeldOutValidation(_scripted([2.0, float("nan")], []), every=1, patience=None, name="stage")
+    trainer = pl.Trainer(max_steps=5, callbacks=[callback], logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, default_root_dir=str(tmp_path))
+    with pytest.raises(FloatingPointError, match="^stage, step 2: the held-out distillation loss is nan$"):
+        trainer.fit(_Linear())
 
 
 def test_patience_needs_held_out_lists() -> None:

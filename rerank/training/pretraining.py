@@ -25,6 +25,9 @@ of its parts, but on Cranfield a second round of 1,200 steps did not make a bett
 (docs/experiments/ablations.md). The training sources of ``data.train`` then learn from the last round's teacher.
 Every round is cached, round 1 under the key a one-round stage has, so ``rounds: 2`` continues from a cached
 ``rounds: 1``.
+
+With ``held_out: N`` the stage validates itself on N of its lists that it does not train on, keeps its best weights
+and, with ``patience``, stops early (:mod:`rerank.training.stage_validation`).
 """
 
 from __future__ import annotations

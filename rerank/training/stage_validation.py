@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import random
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -118,7 +119,7 @@ class HeldOutValidation(pl.Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: object,
                            batch: object, batch_idx: int) -> None:
         step = trainer.global_step
-        if step % self.every == 0 and not (self.curve and self.curve[-1][0] == step):  # once per optimizer step
+        if step and step % self.every == 0 and not (self.curve and self.curve[-1][0] == step):  # once a step
             self._check(trainer, pl_module, step)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -137,6 +138,8 @@ class HeldOutValidation(pl.Callback):
 
     def _check(self, trainer: pl.Trainer, pl_module: pl.LightningModule, step: int) -> None:
         value = self.measure(pl_module)
+        if not math.isfinite(value):
+            raise FloatingPointError(f"{self.name}, step {step}: the held-out distillation loss is {value}")
         self.curve.append((step, value))
         better = value < self._best
         if better:
