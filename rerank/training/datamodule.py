@@ -294,7 +294,8 @@ class RerankDataModule(pl.LightningDataModule):
         qrels = self.collection.qrels
         return {qid: qrels[qid] for qid in getattr(self.split, split) if qid in qrels}
 
-    def _tokenizer(self) -> PairTokenizer:
+    def tokenizer(self) -> PairTokenizer:
+        """The (query, document) tokenizer of this module's model and tokenization."""
         return PairTokenizer(load_tokenizer(self.model_name), self.tokenization)
 
     def _world(self) -> tuple[int, int]:
@@ -313,7 +314,7 @@ class RerankDataModule(pl.LightningDataModule):
             self._train_sampler.resume(*self._resume)
             self._resume = None
         return DataLoader(dataset, batch_size=self.batch_size, sampler=self._train_sampler,
-                          collate_fn=TrainingCollator(self._tokenizer(), self.list_size),
+                          collate_fn=TrainingCollator(self.tokenizer(), self.list_size),
                           num_workers=self.num_workers, persistent_workers=self.num_workers > 0,
                           pin_memory=self._on_gpu())
 
@@ -325,7 +326,7 @@ class RerankDataModule(pl.LightningDataModule):
         dataset = self._evaluation[split]
         world, rank = self._world()
         return DataLoader(dataset, batch_size=None, sampler=ShardSampler(dataset, world, rank),
-                          collate_fn=EvaluationCollator(self._tokenizer()), num_workers=self.num_workers,
+                          collate_fn=EvaluationCollator(self.tokenizer()), num_workers=self.num_workers,
                           pin_memory=self._on_gpu())
 
     def val_dataloader(self) -> DataLoader:

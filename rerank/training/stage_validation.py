@@ -35,8 +35,6 @@ from lightning.fabric.utilities.apply_func import move_data_to_device
 from torch.utils.data import DataLoader
 
 from ..errors import UserError
-from ..model.cross_encoder import load_tokenizer
-from ..model.tokenization import PairTokenizer
 from .batches import TrainingCollator
 from .datamodule import RerankDataModule
 from .examples import TrainingLists, TrainingSource
@@ -79,8 +77,7 @@ def distillation_loss(held_out: Sequence[TrainingSource], data: RerankDataModule
     dataset = TrainingLists(held_out, size, data.seed)
     keys = [(0, which, index) for which, source in enumerate(held_out) for index in range(len(source.lists))]
     loader = DataLoader(dataset, batch_size=LISTS_PER_BATCH, sampler=keys,
-                        collate_fn=TrainingCollator(PairTokenizer(load_tokenizer(data.model_name), data.tokenization),
-                                                    size))
+                        collate_fn=TrainingCollator(data.tokenizer(), size))
 
     def measure(module: RerankModule) -> float:
         training = module.training
