@@ -146,7 +146,7 @@ def _bi_encoder_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str,
         return read_run(path)
     scores = bi_encoder_scores(candidates, queries, documents, config.bi_encoder, config.max_length)
     write_run(scores, path, tag=f"bi-encoder-{config.bi_encoder.rsplit('/', 1)[-1]}", finish=sealing(path))
-    return read_run(path)  # as written (6 decimals), so a cached and a fresh run give the same targets
+    return scores  # the file holds them exactly (rerank.data.trec), so a cached run gives the same targets
 
 
 def _student_run(config: TeacherConfig, candidates: Mapping[str, Mapping[str, float]],
@@ -193,18 +193,21 @@ def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[s
                       model_name: str = DEFAULT_BI_ENCODER, max_length: int = 256, batch_size: int = 64,
                       device: str | None = None) -> Run:
     """The cosine similarity of each (query, candidate) pair of ``run`` under the bi-encoder ``model_name``
-    (:func:`bi_encoder_embeddings`).
+    (:func:`bi_encoder_embeddings`), rounded to 6 decimals: the float noise below that, which depends on how texts
+    were batched, is not part of the teacher (the deployed ranker rounds its cosines the same way,
+    :func:`cosines_of_texts`).
 
     Raises:
         OSError: the model is neither a local folder nor in the Hugging Face cache, with where to look.
     """
-    return cosines(*bi_encoder_embeddings(run, queries, documents, model_name, max_length, batch_size, device), run)
+    scores = cosines(*bi_encoder_embeddings(run, queries, documents, model_name, max_length, batch_size, device), run)
+    return {qid: {doc: round(score, 6) for doc, score in docs.items()} for qid, docs in scores.items()}
 
 
 def cosines_of_texts(model: SentenceTransformer, queries: Mapping[str, str],
                      candidates: Mapping[str, Mapping[str, str]], batch_size: int = 64) -> Run:
     """The bi-encoder ``model``'s cosine of each query with each of its candidates' texts (``{query id: {doc id:
-    text}}``), rounded to the 6 decimals of a teacher run read from the cache (:func:`teacher_scores`), as the
+    text}}``), rounded to 6 decimals as the bi-encoder's scores of a fit are (:func:`bi_encoder_scores`), as the
     deployed ranker's teacher scores new queries (:class:`rerank.reranker.Reranker`)."""
     texts = sorted({text for docs in candidates.values() for text in docs.values()})
     query_ids = list(candidates)

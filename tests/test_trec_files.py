@@ -5,19 +5,33 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rerank.data.candidates import read_candidates
 from rerank.data.trec import TrecFormatError, read_qrels, read_run, write_qrels, write_run
+from rerank.evaluation import evaluate
 
 
 def test_run_round_trip_orders_by_score_then_doc_id(tmp_path: Path) -> None:
     run = {"2": {"b": 1.0, "a": 1.0, "c": 3.0}, "10": {"x": 0.5}}
     write_run(run, tmp_path / "run.trec", tag="t")
     lines = (tmp_path / "run.trec").read_text().splitlines()
-    assert lines[0] == "2 Q0 c 1 3.000000 t" and lines[1].startswith("2 Q0 a 2") and lines[2].startswith("2 Q0 b 3")
+    assert lines[0] == "2 Q0 c 1 3.0 t" and lines[1].startswith("2 Q0 a 2") and lines[2].startswith("2 Q0 b 3")
     assert lines[3].startswith("10 Q0 x 1")
     assert read_run(tmp_path / "run.trec") == run
+
+
+def test_a_written_run_measures_as_the_run_in_memory(tmp_path: Path) -> None:
+    """Scores closer than a millionth keep their order in the file, so trec_eval on a written run gives the figure
+    the fit measured in memory (rounded to 6 decimals, they would tie and trec_eval would order them its own way)."""
+    run = {"q": {"a": 0.5 + 1e-7, "b": 0.5, "c": float(np.float32(0.123456789)), "d": -2.5e-9}}
+    qrels = {"q": {"a": 1}}
+    write_run(run, tmp_path / "run.trec")
+    written = read_run(tmp_path / "run.trec")
+    assert written == run  # every score exactly
+    assert evaluate(written, qrels, ["nDCG@10"]).per_query == evaluate(run, qrels, ["nDCG@10"]).per_query
+    assert evaluate(written, qrels, ["nDCG@10"]).mean["nDCG@10"] == 1.0  # "a" first, as in memory
 
 
 def test_qrels_round_trip_with_label_map_and_binarization(tmp_path: Path) -> None:

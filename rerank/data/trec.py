@@ -7,7 +7,10 @@ are read as UTF-8 with or without a byte-order mark (a byte that is not UTF-8 is
 whitespace) is refused when written.
 
 Rankings break score ties by doc id, ascending (:func:`ranked`), the same way everywhere: in written runs, in
-the candidates cut from a first stage (:func:`top_k`) and in training lists.
+the candidates cut from a first stage (:func:`top_k`) and in training lists. A written run holds each score in the
+fewest digits that read back as the same number (Python's ``repr``), so that trec_eval on the file ranks and
+measures exactly as the run in memory did: rounded to a fixed number of decimals, two scores closer than the last
+one would tie in the file and be ordered by trec_eval's own rule instead.
 """
 
 from __future__ import annotations
@@ -158,13 +161,15 @@ def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> Run:
 
 def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "rerank",
               finish: Callable[[Path], None] | None = None) -> None:
-    """Write a run atomically, each query's documents by decreasing score (ties by doc id, see :func:`ranked`);
-    ``finish``: as :func:`rerank.atomic.atomic_write`'s (a cache entry's seal)."""
+    """Write a run atomically, each query's documents by decreasing score (ties by doc id, see :func:`ranked`),
+    each score exactly (it reads back as the same float); ``finish``: as :func:`rerank.atomic.atomic_write`'s (a
+    cache entry's seal)."""
     with atomic_write(path, finish=finish) as handle:
         for qid in sorted(run, key=_natural_key):
             check_id(qid, "query id", f"{path} (written)")
             for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
-                handle.write(f"{qid} Q0 {check_id(doc_id, 'doc_id', f'{path} (written)')} {rank} {score:.6f} {tag}\n")
+                check_id(doc_id, "doc_id", f"{path} (written)")
+                handle.write(f"{qid} Q0 {doc_id} {rank} {float(score)!r} {tag}\n")
 
 
 def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> None:
