@@ -64,6 +64,19 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
     assert all(len(docs) == 10 for docs in read_run(folder / "first_stage.run").values())
 
 
+def test_each_folds_written_runs_measure_what_its_metrics_report(cv_dir: tuple[Path, Path]) -> None:
+    """trec_eval on a fold's run files gives its metrics.json figures exactly (scores are written in full)."""
+    folder, _ = cv_dir
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    for k, test_queries in zip((1, 2), kfold(qrels, 3, 7)):
+        metrics = json.loads((folder / f"fold{k}" / "metrics.json").read_text())
+        judged = {q: qrels[q] for q in test_queries}
+        for system, name in (("reranker", "test.run"), ("teacher", "test.teacher.run"),
+                             ("interpolated", "test.interpolated.run"), ("fused", "test.fused.run")):
+            figures = evaluate(read_run(folder / f"fold{k}" / "runs" / name), judged, list(MEASURES)).mean
+            assert figures == {m: metrics[system][m] for m in MEASURES}, (k, system)
+
+
 def test_cv_reports_each_folds_deployed_ranker_with_paired_t_tests(cv_dir: tuple[Path, Path]) -> None:
     folder, _ = cv_dir
     report = json.loads((folder / "cv_metrics.json").read_text())
