@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_BI_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
+COSINE_DECIMALS = 6
+"""The decimals a bi-encoder's cosines are rounded to, in a fit and in the deployed ranker alike: the float noise
+below them depends on how texts were batched and is not part of the teacher."""
 
 
 @dataclass(frozen=True)
@@ -193,21 +196,20 @@ def bi_encoder_scores(run: Mapping[str, Mapping[str, float]], queries: Mapping[s
                       model_name: str = DEFAULT_BI_ENCODER, max_length: int = 256, batch_size: int = 64,
                       device: str | None = None) -> Run:
     """The cosine similarity of each (query, candidate) pair of ``run`` under the bi-encoder ``model_name``
-    (:func:`bi_encoder_embeddings`), rounded to 6 decimals: the float noise below that, which depends on how texts
-    were batched, is not part of the teacher (the deployed ranker rounds its cosines the same way,
-    :func:`cosines_of_texts`).
+    (:func:`bi_encoder_embeddings`), rounded to :data:`COSINE_DECIMALS` as the deployed ranker's are
+    (:func:`cosines_of_texts`).
 
     Raises:
         OSError: the model is neither a local folder nor in the Hugging Face cache, with where to look.
     """
     scores = cosines(*bi_encoder_embeddings(run, queries, documents, model_name, max_length, batch_size, device), run)
-    return {qid: {doc: round(score, 6) for doc, score in docs.items()} for qid, docs in scores.items()}
+    return {qid: {doc: round(score, COSINE_DECIMALS) for doc, score in docs.items()} for qid, docs in scores.items()}
 
 
 def cosines_of_texts(model: SentenceTransformer, queries: Mapping[str, str],
                      candidates: Mapping[str, Mapping[str, str]], batch_size: int = 64) -> Run:
     """The bi-encoder ``model``'s cosine of each query with each of its candidates' texts (``{query id: {doc id:
-    text}}``), rounded to 6 decimals as the bi-encoder's scores of a fit are (:func:`bi_encoder_scores`), as the
+    text}}``), rounded to :data:`COSINE_DECIMALS` as a fit's are (:func:`bi_encoder_scores`), as the
     deployed ranker's teacher scores new queries (:class:`rerank.reranker.Reranker`)."""
     texts = sorted({text for docs in candidates.values() for text in docs.values()})
     query_ids = list(candidates)
@@ -217,7 +219,7 @@ def cosines_of_texts(model: SentenceTransformer, queries: Mapping[str, str],
 
     by_text = dict(zip(texts, encode(texts))) if texts else {}
     by_query = dict(zip(query_ids, encode([queries[qid] for qid in query_ids]))) if query_ids else {}
-    return {qid: {doc: round(float(by_query[qid] @ by_text[text]), 6) for doc, text in docs.items()}
+    return {qid: {doc: round(float(by_query[qid] @ by_text[text]), COSINE_DECIMALS) for doc, text in docs.items()}
             for qid, docs in candidates.items()}
 
 
