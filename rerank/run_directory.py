@@ -6,8 +6,9 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/first_stage.trec          the first-stage candidates of every query
     DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
     DIR/checkpoints/best.ckpt     best on model.selection_metric;  last.ckpt: for resuming
-    DIR/runs/validation.run       the latest validation run;  test.run, test.interpolated.run, test.fused.run,
-                                  test.teacher.run (the teacher's scores of the test candidates),
+    DIR/runs/validation.run       the tested checkpoint's validation run, whose figures chose the deployed ranker
+                                  (the latest epoch's while training runs);  test.run, test.interpolated.run,
+                                  test.fused.run, test.teacher.run (the teacher's scores of the test candidates),
                                   test.teacher_bi_encoder.run (its bi-encoder alone, when the teacher mixes it)
     DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "teacher": {...},
                                    "teacher_bi_encoder": {...}, "interpolated": {"w": ..., ...},

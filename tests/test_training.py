@@ -146,6 +146,29 @@ def test_evaluation_covers_each_query_once_and_matches_trec_eval(workdir: Path, 
     assert 0.0 <= metrics["val/interpolation_weight"] <= 1.0
 
 
+def test_the_tested_checkpoints_validation_run_is_the_one_written(workdir: Path, tmp_path: Path) -> None:
+    """runs/validation.run ends as the validation of the checkpoint tested (whose figures chose the deployed ranker),
+    not as the latest epoch's: a checkpoint saved, a later validation with other weights, then the test."""
+    data = data_module(workdir, tmp_path)
+    module = rerank_module(data, loss="listnet", interpolate=True)
+    validator = trainer(tmp_path, limit_val_batches=1.0)
+    validator.validate(module, datamodule=data)
+    checkpoint = tmp_path / "chosen.ckpt"
+    validator.save_checkpoint(checkpoint)
+    chosen, measure = module.deployment.validation["reranker"], module.deployment.measure
+    with torch.no_grad():  # other weights, validated later: the latest run on disk is no longer the chosen one
+        for parameter in module.model.parameters():
+            parameter.add_(0.05 * torch.randn_like(parameter))
+    validator.validate(module, datamodule=data)
+    validation_file = tmp_path / "runs" / "validation.run"
+    judged = data.judgments("validation")
+    latest = evaluate(read_run(validation_file), judged, [measure]).mean[measure]
+    assert latest == module.deployment.validation["reranker"] != chosen
+    trainer(tmp_path, limit_test_batches=1.0).test(module, datamodule=data, ckpt_path=checkpoint, weights_only=True)
+    assert evaluate(read_run(validation_file), judged, [measure]).mean[measure] == chosen
+    assert module.deployment.validation["reranker"] == chosen
+
+
 def test_two_processes_give_the_same_validation_metrics_as_one(workdir: Path, tmp_path: Path) -> None:
     results = {}
     for devices in (1, 2):

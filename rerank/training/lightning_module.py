@@ -191,6 +191,9 @@ class RerankModule(pl.LightningModule):
         self.fusion_weights: tuple[float, ...] | None = None
         self.deployment = Deployment()
         """The ranker chosen on the latest validation (kept in checkpoints): what the export deploys."""
+        self.validation_run: Run = {}
+        """The re-ranker's run on the latest validation, which ``deployment`` was chosen on (kept in checkpoints):
+        the test writes the tested checkpoint's as ``runs/validation.run``."""
         self.test_report: Metrics = {}
         self._outputs: Scored = []
         self._seed = 0
@@ -346,7 +349,8 @@ class RerankModule(pl.LightningModule):
             logger.info("validation, epoch %d, %s: %s", self.current_epoch, selection,
                         ", ".join(f"{name} {value:.4f}" for name, value in figures.items()))
         self.log_dict(metrics, prog_bar=False)
-        self._write_run(reranker, "validation")
+        self.validation_run = reranker
+        self._write_run(reranker, "validation")  # the latest, while training goes on
 
     def _deployment(self, figures: dict[str, float], teacher: TeacherConfig | None) -> Deployment:
         """The ranker to deploy by :func:`rerank.deployment.choose` over the deployable rankers' validation
@@ -374,6 +378,8 @@ class RerankModule(pl.LightningModule):
         report: Metrics = {"reranker": self._evaluate(reranker, "test"),
                            "first_stage": self._evaluate(first_stage, "test")}
         self._write_run(reranker, "test")
+        if self.validation_run:  # the tested checkpoint's, which its deployment was chosen on, not the latest epoch's
+            self._write_run(self.validation_run, "validation")
         teacher = self.teacher_run("test") if self.teacher_run is not None else None
         if teacher is not None:
             report["teacher"] = self._evaluate(teacher.scores, "test")
@@ -404,6 +410,7 @@ class RerankModule(pl.LightningModule):
         checkpoint["interpolation_weight"] = self.interpolation_weight
         checkpoint["fusion_weights"] = list(self.fusion_weights) if self.fusion_weights is not None else None
         checkpoint["deployment"] = self.deployment.as_dict()
+        checkpoint["validation_run"] = self.validation_run
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.interpolation_weight = checkpoint.get("interpolation_weight")
@@ -411,6 +418,7 @@ class RerankModule(pl.LightningModule):
         self.fusion_weights = tuple(weights) if weights is not None else None
         saved = checkpoint.get("deployment")  # absent from checkpoints written before deployments: the pure model
         self.deployment = Deployment.from_dict(saved, "checkpoint") if saved else Deployment()
+        self.validation_run = checkpoint.get("validation_run") or {}  # absent from checkpoints written before it
 
 
 def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:
