@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir
 from scipy import stats
 
 from rerank.cli import compare, cv
@@ -125,6 +127,29 @@ def test_the_fused_run_mixes_the_reranker_teacher_and_first_stage_with_the_valid
             assert sorted(scores) == docs and sorted(teacher[qid]) == docs
             expected = sum(w * z_scores(run[qid], docs) for w, run in zip(weights, (reranker, teacher, first_stage)))
             np.testing.assert_allclose([scores[doc] for doc in docs], expected, atol=2e-5)
+
+
+def test_the_split_half_script_recomputes_each_folds_deployment_from_its_files(cv_dir: tuple[Path, Path]) -> None:
+    """scripts/split_half_deploy.py rebuilds each fold's deployed ranker from its written runs (it stops when it
+    cannot) and reads the teacher on the test folds as trec_eval does; with a fixed-run teacher ``fused`` is not
+    deployable, so the two rules it compares choose alike."""
+    folder, _ = cv_dir
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels  # what the script reads from the folds' config
+    teacher_path = folder.parent / "teacher.run"
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "split_half_deploy.py"), str(folder),
+                           "--teacher", str(teacher_path), "--halvings", "3", "--test"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for k in (1, 2):
+        deployment = json.loads((folder / f"fold{k}" / "metrics.json").read_text())["deployment"]
+        assert f"fold{k}: simplex deploys {deployment['ranker']} " in done.stdout
+    estimates = dict(line.split(": ")[0:2] for line in done.stdout.splitlines() if line.startswith("split-half"))
+    assert estimates["split-half estimate, simplex"].split()[0] == estimates["split-half estimate, line"].split()[0]
+    test = read_run(folder / "test.run")
+    teacher = read_run(teacher_path)
+    expected = evaluate({q: {d: teacher[q][d] for d in docs} for q, docs in test.items()},
+                        {q: qrels[q] for q in test}, ["nDCG@10"]).mean["nDCG@10"]
+    assert f"queries: teacher {expected:.4f}" in done.stdout
 
 
 def test_cv_skips_finished_folds(cv_dir: tuple[Path, Path]) -> None:

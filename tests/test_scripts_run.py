@@ -22,7 +22,8 @@ ELSEWHERE = {  # scripts that other test modules run
     "bench_loaders.py": "test_bench_scripts.py", "bench_startup.py": "test_bench_scripts.py",
     "delta_by_length.py": "test_delta_by_length.py", "export_stage.py": "test_sources.py",
     "make_collection.py": "test_make_collection.py", "probe_teacher_feedback.py": "test_sources.py",
-    "shape_collections.py": "test_bench_scripts.py", "truncate_bert.py": "test_bench_scripts.py",
+    "shape_collections.py": "test_bench_scripts.py", "split_half_deploy.py": "test_cv.py",
+    "truncate_bert.py": "test_bench_scripts.py",
 }
 
 

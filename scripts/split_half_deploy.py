@@ -1,0 +1,167 @@
+"""How well a rule for choosing the deployed ranker generalises, judged on validation queries only.
+
+For each fold of a ``rerank cv`` output folder, the script splits the fold's validation queries in two at random
+(``--halvings`` times, seeded by the fold); each rule chooses its ranker and weights on one half and is measured
+on the other, both ways round. A rule's estimate is the mean of ``--measure`` over folds, halvings and halves.
+The rules (:data:`RULES`) differ only in the weights ``fused`` searches: ``simplex``, the 66 points of the simplex
+over (re-ranker, teacher, first stage) in steps of 0.1; ``line``, the 11 points ``w`` re-ranker + ``1 - w``
+teacher. Both choose among ``reranker``, ``interpolated`` and ``fused`` with :func:`rerank.deployment.choose`.
+
+With ``--test`` it then applies each rule to each fold's whole validation set and prints, read after the
+decision, what the chosen rankers give on the test folds against the teacher (paired t-test over queries).
+
+It needs each fold's ``config.yaml`` (its folds), ``runs/validation.run`` and ``runs/test.run`` (the
+re-ranker's), ``first_stage.trec`` and the teacher's run over every query (``--teacher``, default the folder's
+``test.teacher.run``); the qrels are the collection's that the fits read (``--qrels`` to give a file)::
+
+    python scripts/split_half_deploy.py runs/cranfield --test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import yaml
+from scipy.stats import ttest_rel
+
+from rerank.data.collection import Collection, as_collection_config
+from rerank.data.folds import FoldsConfig, make_split
+from rerank.data.trec import Qrels, Run, read_qrels, read_run
+from rerank.deployment import RANKERS, choose
+from rerank.evaluation import evaluate
+from rerank.interpolation import DEFAULT_GRID, fuse, simplex
+
+RULES = {"simplex": simplex(3), "line": tuple((w, round(1 - w, 1), 0.0) for w in reversed(DEFAULT_GRID))}
+"""The weights (re-ranker, teacher, first stage) that ``fused`` searches under each rule."""
+
+
+def restrict(run: Run, like: Run) -> Run:
+    """``run``'s scores of the candidates of ``like``, query by query."""
+    return {qid: {doc: run[qid][doc] for doc in docs} for qid, docs in like.items()}
+
+
+def per_query(run: Run, qrels: Qrels, measure: str, queries: Sequence[str]) -> np.ndarray:
+    """``measure`` of each of ``queries`` (0 for one absent from the run, as the fit counts it)."""
+    values = evaluate(run, {qid: qrels[qid] for qid in queries}, [measure]).per_query
+    return np.array([values.get(qid, {}).get(measure, 0.0) for qid in queries])
+
+
+def candidates(parts: Sequence[Run], qrels: Qrels, measure: str, queries: Sequence[str],
+               ) -> dict[str, dict[tuple[float, ...], np.ndarray]]:
+    """Each ranker's per-query values for each weight vector any rule searches: ``reranker``, ``interpolated``
+    (re-ranker and first stage) and ``fused`` (re-ranker, teacher, first stage)."""
+    reranker, _, first_stage = parts
+    fused = {weights: per_query(fuse(parts, weights), qrels, measure, queries)
+             for weights in {*RULES["simplex"], *RULES["line"]}}
+    return {"reranker": {(1.0,): per_query(reranker, qrels, measure, queries)},
+            "interpolated": {(w, 1 - w): per_query(fuse([reranker, first_stage], [w, 1 - w]), qrels, measure, queries)
+                             for w in DEFAULT_GRID},  # as the fit weighs them (rerank.interpolation.interpolate)
+            "fused": fused}
+
+
+def chosen(values: dict[str, dict[tuple[float, ...], np.ndarray]], rule: str, rows: np.ndarray,
+           ) -> tuple[str, tuple[float, ...]]:
+    """The ranker and weights ``rule`` deploys from ``values`` on the queries at ``rows``: each ranker's best
+    weights (ties to the larger first weights, as the fit's search), then :func:`choose` among the rankers."""
+    searched = {ranker: {weights: per[weights] for weights in RULES[rule]} if ranker == "fused" else per
+                for ranker, per in values.items()}
+    best = {ranker: max((float(np.mean(per[weights][rows])), weights) for weights in per)
+            for ranker, per in searched.items()}
+    ranker = choose({name: value for name, (value, _) in best.items()})
+    return ranker, best[ranker][1]
+
+
+def split_half(values: dict[str, dict[tuple[float, ...], np.ndarray]], count: int, halvings: int, seed: int,
+               ) -> dict[str, list[float]]:
+    """Each rule's measure on the half it did not choose on, for every halving and both halves."""
+    generator = random.Random(seed)
+    held_out: dict[str, list[float]] = {rule: [] for rule in RULES}
+    for _ in range(halvings):
+        order = list(range(count))
+        generator.shuffle(order)
+        halves = np.array(order[: count // 2]), np.array(order[count // 2:])
+        for pick, judge in (halves, halves[::-1]):
+            for rule in RULES:
+                ranker, weights = chosen(values, rule, pick)
+                held_out[rule].append(float(np.mean(values[ranker][weights][judge])))
+    return held_out
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="a rerank cv output folder (fold1, fold2, ...)")
+    parser.add_argument("--qrels", type=Path, help="a qrels file (default: the judgments of the collection the fits "
+                        "read, label map included)")
+    parser.add_argument("--teacher", type=Path, help="the teacher's run over every query "
+                        "(default: FOLDER/test.teacher.run)")
+    parser.add_argument("--measure", default="nDCG@10")
+    parser.add_argument("--halvings", type=int, default=20)
+    parser.add_argument("--test", action="store_true", help="also read the test folds under each rule")
+    args = parser.parse_args(argv)
+    teacher = read_run(args.teacher or args.folder / "test.teacher.run")
+    folds = sorted(path for path in args.folder.glob("fold*") if (path / "metrics.json").is_file())
+    if not folds:
+        sys.exit(f"{args.folder}: no fold*/metrics.json: not a rerank cv output folder")
+    collection = as_collection_config(yaml.safe_load((folds[0] / "config.yaml").read_text())["data"]["collection"],
+                                      "data.collection")
+    qrels = read_qrels(args.qrels) if args.qrels else Collection(collection).qrels
+    estimates: dict[str, list[float]] = {rule: [] for rule in RULES}
+    test = {rule: {} for rule in ("teacher", *RULES)}
+    for number, fold in enumerate(folds, start=1):
+        first_stage = read_run(fold / "first_stage.trec")
+        metrics = json.loads((fold / "metrics.json").read_text())
+        deployment = metrics["deployment"]
+        folds_config = yaml.safe_load((fold / "config.yaml").read_text())["data"]["folds"]
+        fold_queries = make_split(FoldsConfig(**folds_config), qrels)
+        split = {}
+        for name in ("validation", "test"):
+            reranker = read_run(fold / "runs" / f"{name}.run")
+            queries = sorted(getattr(fold_queries, name))  # the fold's judged queries, as the fit measures them
+            parts = [reranker, restrict(teacher, reranker), restrict(first_stage, reranker)]
+            split[name] = queries, candidates(parts, qrels, args.measure, queries)
+        queries, values = split["validation"]
+        deployable = [ranker for ranker in RANKERS
+                      if ranker in deployment["validation"] and ranker not in deployment["excluded"]]
+        values = {ranker: values[ranker] for ranker in deployable}
+        whole = np.arange(len(queries))
+        today = chosen(values, "simplex", whole)
+        recorded = (deployment["ranker"], tuple(deployment["weights"].values()))
+        figure = float(np.mean(values[today[0]][today[1]]))
+        if today != recorded or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
+            sys.exit(f"{fold}: today's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "
+                     f"({deployment['validation'][deployment['ranker']]:.4f}): these are not the fit's runs")
+        for rule, held_out in split_half(values, len(queries), args.halvings, seed=number).items():
+            estimates[rule].append(float(np.mean(held_out)))
+        test_queries, test_values = split["test"]
+        tested = float(np.mean(test_values[today[0]][today[1]]))
+        reported = metrics[today[0]].get(args.measure, tested)
+        if abs(tested - reported) > 1e-9:
+            sys.exit(f"{fold}: the deployed {today[0]} gives {tested:.4f} on the test queries here, {reported:.4f} "
+                     "in metrics.json: these are not the fit's runs")
+        test["teacher"] |= dict(zip(test_queries, test_values["fused"][(0.0, 1.0, 0.0)]))
+        for rule in RULES:
+            ranker, weights = chosen(values, rule, whole)
+            test[rule] |= dict(zip(test_queries, test_values[ranker][weights]))
+            print(f"{fold.name}: {rule:7s} deploys {ranker} {weights}, validation "
+                  f"{np.mean(values[ranker][weights]):.4f}, split-half {estimates[rule][-1]:.4f}")
+    for rule in RULES:
+        print(f"split-half estimate, {rule}: {np.mean(estimates[rule]):.4f} "
+              f"(folds: {', '.join(f'{value:.4f}' for value in estimates[rule])})")
+    if args.test:
+        queries = sorted(test["teacher"])
+        teacher_values = np.array([test["teacher"][qid] for qid in queries])
+        print(f"test, {len(queries)} queries: teacher {teacher_values.mean():.4f}")
+        for rule in RULES:
+            deployed = np.array([test[rule][qid] for qid in queries])
+            difference, p = deployed.mean() - teacher_values.mean(), ttest_rel(deployed, teacher_values).pvalue
+            print(f"test, {rule}: deployed {deployed.mean():.4f}, against the teacher {difference:+.4f}, p = {p:.2g}")
+
+
+if __name__ == "__main__":
+    main()
