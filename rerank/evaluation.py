@@ -30,6 +30,11 @@ from .data.trec import Qrels, Run
 logger = logging.getLogger(__name__)
 
 
+_REPORTED: set[tuple[tuple[str, ...], int]] = set()
+"""The (missing queries, judged queries) already warned about: each is said once a process, then at debug level
+(a fit measures the same validation queries every epoch and for every fusion weight; NFCorpus's cv said it 498
+times)."""
+
 DEFAULT_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
 # What the commands report by default (model.metrics: metrics.json of rerank fit, bm25, predict and cv)
 METRICS = ("nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000")
@@ -111,7 +116,10 @@ def evaluate(run: Run, qrels: Qrels, measures: Iterable[str] = DEFAULT_MEASURES)
         values = raw.get(qid, {})
         per_query[qid] = {name: float(values.get(_result_key(trec), 0.0)) for name, trec in trec_names.items()}
     if missing:
-        logger.warning(
+        said = (tuple(missing), len(judged)) in _REPORTED  # a fit evaluates the same queries many times
+        _REPORTED.add((tuple(missing), len(judged)))
+        logger.log(
+            logging.DEBUG if said else logging.WARNING,
             "%d of %d judged queries are absent from the run and count as 0: %s",
             len(missing),
             len(judged),

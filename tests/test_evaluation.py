@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import pytest
@@ -38,12 +39,19 @@ def test_values_match_hand_computation() -> None:
     assert result.mean["P.2"] == pytest.approx(1 / 2)
 
 
-def test_missing_queries_count_as_zero_and_are_reported(caplog: pytest.LogCaptureFixture) -> None:
-    result = evaluate(RUN, QRELS, ["MRR"])
-    assert result.missing == ["q2"]
+def test_missing_queries_count_as_zero_and_are_reported_once(caplog: pytest.LogCaptureFixture) -> None:
+    qrels = {**QRELS, "q-missing-once": {"d1": 1}}  # a set of missing queries no other test evaluates
+    with caplog.at_level(logging.DEBUG, logger="rerank.evaluation"):
+        result = evaluate(RUN, qrels, ["MRR"])
+        evaluate(RUN, qrels, ["MAP"])  # the same queries again, as every epoch of a fit: said at debug level
+        evaluate(RUN, {"q-missing-once": {"d1": 1}}, ["MRR"])  # other judged queries: said again
+    assert result.missing == ["q-missing-once", "q2"]
     assert result.per_query["q2"]["MRR"] == 0.0
-    assert result.mean["MRR"] == pytest.approx((0.5 + 0.0) / 2)
-    assert "absent from the run" in caplog.text
+    assert result.mean["MRR"] == pytest.approx((0.5 + 0.0 + 0.0) / 3)
+    said = [(record.levelno, record.getMessage()) for record in caplog.records if "absent" in record.getMessage()]
+    twice = "2 of 3 judged queries are absent from the run and count as 0: q-missing-once, q2"
+    assert said == [(logging.WARNING, twice), (logging.DEBUG, twice),
+                    (logging.WARNING, "1 of 1 judged queries are absent from the run and count as 0: q-missing-once")]
 
 
 def test_unjudged_queries_of_the_run_are_ignored() -> None:
