@@ -66,6 +66,27 @@ def test_cv_concatenates_the_folds_and_reports_over_folds(cv_dir: tuple[Path, Pa
     assert all(len(docs) == 10 for docs in read_run(folder / "first_stage.run").values())
 
 
+def test_a_judged_query_without_candidates_counts_0_over_all_queries_as_in_its_fold(cv_dir: tuple[Path, Path],
+                                                                                    tmp_path: Path) -> None:
+    """The cv's figures over all queries and its t-tests count a judged test query that has no candidates as 0, as
+    the fold's own metrics.json does (a one-fold cv: the two must be equal)."""
+    folder, config_path = cv_dir
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    lost = kfold(qrels, 3, 7)[0][0]  # a judged query of test fold 1
+    bm25 = read_run(folder.parent / "bm25.run")
+    write_run({qid: docs for qid, docs in bm25.items() if qid != lost}, tmp_path / "first_stage.run")
+    config = yaml.safe_load(config_path.read_text())
+    config["data"]["first_stage"]["run"] = str(tmp_path / "first_stage.run")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    report = cv.main(["--config", str(tmp_path / "config.yaml"), "--output_dir", str(tmp_path / "cv"), "--folds", "1"])
+    fold = json.loads((tmp_path / "cv" / "fold1" / "metrics.json").read_text())
+    assert lost not in read_run(tmp_path / "cv" / "test.run")
+    for system in ("reranker", "first_stage", "deployed"):
+        assert report["all_queries"][system] == pytest.approx(report["per_fold"][system][0], abs=1e-12)
+    assert report["all_queries"]["reranker"]["nDCG@10"] == pytest.approx(fold["reranker"]["nDCG@10"], abs=1e-12)
+    assert report["deployed"]["tests"]["first_stage"]["queries"] == len(kfold(qrels, 3, 7)[0])
+
+
 def test_each_folds_written_runs_measure_what_its_metrics_report(cv_dir: tuple[Path, Path]) -> None:
     """trec_eval on a fold's run files gives its metrics.json figures exactly (scores are written in full)."""
     folder, _ = cv_dir

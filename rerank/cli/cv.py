@@ -5,7 +5,8 @@ fits see (``--data.folds.count 10`` rotates 10 folds). Runs ``rerank fit`` once 
 each in its own process; validation is the fold before the test fold, training the others, as in
 :mod:`rerank.data.folds`), skipping folds whose ``metrics.json`` exists, so an interrupted cross-validation
 resumes where it stopped (an interrupted fold from its ``last.ckpt``). Then it concatenates the per-fold test runs
-and writes ``DIR/cv_metrics.json``: each measure the fits report (``model.metrics``) over all queries, per fold,
+and writes ``DIR/cv_metrics.json``: each measure the fits report (``model.metrics``) over all the folds' judged test
+queries (a query without candidates counts 0, as in each fold's ``metrics.json``), per fold,
 and mean +- standard error over folds (:class:`~rerank.run_directory.CrossValidationDirectory`), and the ranker
 each fold deployed (``deployed``: each query by its fold's, with paired t-tests against the first stage and the
 teacher), then prints a summary of them (:mod:`rerank.cli.summary`).
@@ -13,6 +14,7 @@ teacher), then prints a summary of them (:mod:`rerank.cli.summary`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import statistics
@@ -24,7 +26,7 @@ from typing import Any
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..data.collection import Collection, as_collection_config
-from ..data.folds import FoldsConfig
+from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, write_run
 from ..errors import UserError
 from ..evaluation import evaluate, paired_p
@@ -60,10 +62,17 @@ def first_stage_of(directory: RunDirectory, test: Run) -> Run:
     return {qid: {doc: first_stage[qid][doc] for doc in docs} for qid, docs in test.items()}
 
 
+def judged_test_queries(folds_config: FoldsConfig, folds: list[int], qrels: Qrels) -> Qrels:
+    """The qrels of the judged test queries of ``folds``: those each fold's ``metrics.json`` is measured on."""
+    tests = (make_split(dataclasses.replace(folds_config, test=fold), qrels).test for fold in folds)
+    return {qid: qrels[qid] for test in tests for qid in test if qid in qrels}
+
+
 def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, measure: str) -> dict[str, Any]:
-    """Concatenated runs and their metrics over all queries, and mean +- standard error over folds; the deployed
-    ranker of each fold (``deployed``: every query by its fold's), with paired t-tests on ``measure`` against the
-    first stage and the teacher."""
+    """Concatenated runs and their metrics over all ``qrels``' queries (the folds' judged test queries, one without
+    candidates counting 0 as in each fold's figures), and mean +- standard error over folds; the deployed ranker of
+    each fold (``deployed``: every query by its fold's), with paired t-tests on ``measure`` against the first stage
+    and the teacher."""
     runs: dict[str, Run] = {system: {} for system in (*SYSTEMS, DEPLOYED)}
     per_fold: dict[str, list[dict[str, float]]] = {system: [] for system in (*SYSTEMS, DEPLOYED)}
     deployed: list[str] = []
@@ -88,8 +97,7 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, 
         values = per_fold[system]
         measures = list(values[0])
         write_run(system_run, folder.run(system), tag=system)
-        report["all_queries"][system] = evaluate(system_run, {q: qrels[q] for q in system_run if q in qrels},
-                                                 measures).mean
+        report["all_queries"][system] = evaluate(system_run, qrels, measures).mean
         report["per_fold"][system] = values  # in the order of ``folds``
         report["over_folds"][system] = {
             name: {"mean": statistics.fmean(v[name] for v in values),
@@ -100,16 +108,15 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, 
 
 
 def significance(runs: dict[str, Run], qrels: Qrels, measure: str) -> dict[str, dict[str, float]]:
-    """The deployed ranker against the first stage and the teacher over the queries they share: the mean difference
-    on ``measure`` and the p-value of a paired two-sided t-test."""
+    """The deployed ranker against the first stage and the teacher over ``qrels``' queries: the mean difference on
+    ``measure`` and the p-value of a paired two-sided t-test."""
     deployed = runs[DEPLOYED]
     tests = {}
     for baseline in ("first_stage", "teacher"):
-        queries = {qid: qrels[qid] for qid in deployed if qid in qrels and qid in runs[baseline]}
-        if not queries or len(queries) < len({qid for qid in deployed if qid in qrels}):
+        if not qrels or any(qid in deployed and qid not in runs[baseline] for qid in qrels):
             continue  # the baseline lacks some folds' queries (no teacher there)
-        ours, theirs = (evaluate(run, queries, [measure]).per_query for run in (deployed, runs[baseline]))
-        ordered = sorted(queries)
+        ours, theirs = (evaluate(run, qrels, [measure]).per_query for run in (deployed, runs[baseline]))
+        ordered = sorted(qrels)
         difference = statistics.fmean(ours[q][measure] - theirs[q][measure] for q in ordered)
         tests[baseline] = {"difference": difference, "queries": len(ordered),
                            "p": paired_p([ours[q][measure] for q in ordered], [theirs[q][measure] for q in ordered])}
@@ -136,7 +143,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     arguments = sys.argv[1:] if argv is None else list(argv)
     cli = RerankCLI(arguments, prog="rerank cv", description=DESCRIPTION, arguments=_arguments, instantiate=False)
     folder = CrossValidationDirectory(Path(cli.config.output_dir))
-    folds = test_folds(cli.config.folds, cli.option("data.folds", FoldsConfig))
+    folds_config = cli.option("data.folds", FoldsConfig)
+    folds = test_folds(cli.config.folds, folds_config)
     fit_arguments = _without(arguments, ("--folds", "--output_dir"))
     with folder.claimed("rerank cv"):
         for fold in folds:
@@ -152,7 +160,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                 "the same command to resume")
         collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
         measure = cli.config.model.selection_metric
-        report = summarise(folder, folds, collection.qrels, measure)
+        judged = judged_test_queries(folds_config, folds, collection.qrels)
+        report = summarise(folder, folds, judged, measure)
     show(cv_summary(report, measure, folder.root))
     return report
 
