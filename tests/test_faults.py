@@ -175,15 +175,18 @@ def test_cv_killed_while_publishing_its_report_reruns_without_retraining(tmp_pat
     again = cross_validate(tmp_path, "cv", folds="1")
     assert again.returncode == 0, again.stderr[-2000:]
     assert {path: path.stat().st_mtime_ns for path in stamps} == stamps  # the folds were not trained again
-    from rerank.cli.cv import summarise
+    from rerank.cli.cv import judged_test_queries, summarise
     from rerank.data.collection import Collection, CollectionConfig
+    from rerank.data.folds import FoldsConfig
     from rerank.run_directory import CrossValidationDirectory
 
     written = json.loads((tmp_path / "cv" / "cv_metrics.json").read_text())
     folder = CrossValidationDirectory(tmp_path / "reference")
     folder.fold(1).root.parent.mkdir(exist_ok=True)  # the same fold, summarised afresh in this process
     os.symlink(tmp_path / "cv" / "fold1", folder.fold(1).root)
-    assert written == summarise(folder, [1], Collection(CollectionConfig(**CRANFIELD)).qrels, "nDCG@20")
+    folds = FoldsConfig(**json.loads((tmp_path / "cv.yaml").read_text())["data"]["folds"])
+    judged = judged_test_queries(folds, [1], Collection(CollectionConfig(**CRANFIELD)).qrels)
+    assert written == summarise(folder, [1], judged, "nDCG@20")
     assert not leftovers(tmp_path / "cv") and not any((tmp_path / "system-tmp").iterdir())
 
 
