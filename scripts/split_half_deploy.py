@@ -105,7 +105,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--test", action="store_true", help="also read the test folds under each rule")
     args = parser.parse_args(argv)
     teacher = read_run(args.teacher or args.folder / "test.teacher.run")
-    folds = sorted(path for path in args.folder.glob("fold*") if (path / "metrics.json").is_file())
+    folds = sorted((path for path in args.folder.glob("fold*") if (path / "metrics.json").is_file()),
+                   key=lambda path: int(path.name.removeprefix("fold")))
     if not folds:
         sys.exit(f"{args.folder}: no fold*/metrics.json: not a rerank cv output folder")
     collection = as_collection_config(yaml.safe_load((folds[0] / "config.yaml").read_text())["data"]["collection"],
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     qrels = read_qrels(args.qrels) if args.qrels else Collection(collection).qrels
     estimates: dict[str, list[float]] = {rule: [] for rule in RULES}
     test = {rule: {} for rule in ("teacher", *RULES)}
-    for number, fold in enumerate(folds, start=1):
+    for fold in folds:
         first_stage = read_run(fold / "first_stage.trec")
         metrics = json.loads((fold / "metrics.json").read_text())
         deployment = metrics["deployment"]
@@ -126,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             parts = [reranker, restrict(teacher, reranker), restrict(first_stage, reranker)]
             split[name] = queries, candidates(parts, qrels, args.measure, queries)
         queries, values = split["validation"]
+        if len(queries) < 4:
+            sys.exit(f"{fold}: {len(queries)} judged validation queries: too few to halve")
         deployable = [ranker for ranker in RANKERS
                       if ranker in deployment["validation"] and ranker not in deployment["excluded"]]
         values = {ranker: values[ranker] for ranker in deployable}
@@ -136,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         if today != recorded or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
             sys.exit(f"{fold}: today's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "
                      f"({deployment['validation'][deployment['ranker']]:.4f}): these are not the fit's runs")
-        for rule, held_out in split_half(values, len(queries), args.halvings, seed=number).items():
+        seed = int(fold.name.removeprefix("fold"))
+        for rule, held_out in split_half(values, len(queries), args.halvings, seed).items():
             estimates[rule].append(float(np.mean(held_out)))
         test_queries, test_values = split["test"]
         tested = float(np.mean(test_values[today[0]][today[1]]))
