@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .data.trec import Run
+from .data.trec import Run, restrict
 from .deployment import Deployment, check_teacher, saved_deployment
 from .model.cross_encoder import CrossEncoderModel
 from .model.scorer import CandidateTexts, PairScorer
@@ -122,4 +122,4 @@ class Reranker(PairScorer):
         if missing:
             raise ValueError(f"no first-stage score for {len(missing)} candidate(s), e.g. query {missing[0][0]!r} "
                              f"document {missing[0][1]!r} (first_stage_scores must give one per document); {advice}")
-        return {qid: {doc: float(first_stage[qid][doc]) for doc in docs} for qid, docs in candidates.items()}
+        return restrict(first_stage, candidates)

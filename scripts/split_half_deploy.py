@@ -32,18 +32,13 @@ from scipy.stats import ttest_rel
 
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
-from rerank.data.trec import Qrels, Run, read_qrels, read_run
+from rerank.data.trec import Qrels, Run, read_qrels, read_run, restrict
 from rerank.deployment import RANKERS, choose
 from rerank.evaluation import evaluate
 from rerank.interpolation import DEFAULT_GRID, fuse, simplex
 
 RULES = {"simplex": simplex(3), "line": tuple((w, round(1 - w, 1), 0.0) for w in reversed(DEFAULT_GRID))}
 """The weights (re-ranker, teacher, first stage) that ``fused`` searches under each rule."""
-
-
-def restrict(run: Run, like: Run) -> Run:
-    """``run``'s scores of the candidates of ``like``, query by query."""
-    return {qid: {doc: run[qid][doc] for doc in docs} for qid, docs in like.items()}
 
 
 def per_query(run: Run, qrels: Qrels, measure: str, queries: Sequence[str]) -> np.ndarray:

@@ -27,7 +27,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from ..data.collection import Collection, as_collection_config
 from ..data.folds import FoldsConfig, make_split
-from ..data.trec import Qrels, Run, read_run, write_run
+from ..data.trec import Qrels, Run, read_run, restrict, write_run
 from ..errors import UserError
 from ..evaluation import evaluate, paired_p
 from ..logs import configure_logging
@@ -58,8 +58,7 @@ def fold_command(arguments: list[str], fold: int, directory: RunDirectory) -> li
 
 def first_stage_of(directory: RunDirectory, test: Run) -> Run:
     """The first-stage candidates that were re-ranked for the test queries (the fold's first-stage run)."""
-    first_stage = read_run(directory.first_stage_run)
-    return {qid: {doc: first_stage[qid][doc] for doc in docs} for qid, docs in test.items()}
+    return restrict(read_run(directory.first_stage_run), test)
 
 
 def judged_test_queries(folds_config: FoldsConfig, folds: list[int], qrels: Qrels) -> Qrels:

@@ -16,7 +16,7 @@ one would tie in the file and be ordered by trec_eval's own rule instead.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 
 from ..atomic import atomic_write
@@ -152,6 +152,11 @@ def map_label(relevance: int, label_map: Mapping[int, int] | None, binarize_at: 
 def ranked(scores: Mapping[str, float]) -> list[tuple[str, float]]:
     """``(doc id, score)`` pairs best first; equal scores by doc id, ascending."""
     return sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+
+
+def restrict(run: Mapping[str, Mapping[str, float]], like: Mapping[str, Iterable[str]]) -> Run:
+    """``run``'s scores of the candidates of ``like`` (query id -> its doc ids), query by query."""
+    return {qid: {doc: float(run[qid][doc]) for doc in docs} for qid, docs in like.items()}
 
 
 def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> Run:
