@@ -24,12 +24,14 @@ Parts (each skippable with ``--skip``; each prints its rows as it goes; the JSON
    and in fp32: the loss falls and stays finite, and the validation metrics agree within noise.
 6. ``memory``: peak GPU memory of one training step against list size (16, 64, 256 candidates x 512 tokens),
    with and without gradient checkpointing.
-7. ``levers``: each speed-up of ``model.speedups`` alone and all together (``unpadded``: variable-length attention
-   on rows without padding; ``compiled``: the position-wise blocks under ``torch.compile``; ``fused_adamw``;
-   ``bf16_weights``: bfloat16 weights kept between steps, float32 masters in the optimizer), and the longer lists
-   that the memory they free allows, on BERT-base in ``bf16-mixed``: sequences/s and MFU (useful FLOPs: the real
-   tokens only) at 512 tokens and at MS MARCO's lengths (passages of 30 to 200 tokens, padded to a batch's
-   longest), against today's padded step. Goals: >= 40 % MFU at 512 tokens, >= 2x today's sequences/s at MS MARCO's.
+7. ``levers``: first the unpadded path's scores and gradients on the device against the padded model's (float32
+   the reference, bf16-mixed's own difference the tolerance); then each speed-up of ``model.speedups`` alone and
+   all together (``unpadded``: variable-length attention on rows without padding; ``compiled``: the position-wise
+   blocks under ``torch.compile``; ``fused_adamw``; ``bf16_weights``: bfloat16 weights kept between steps, float32
+   masters in the optimizer), and the longer lists that the memory they free allows, on BERT-base in
+   ``bf16-mixed``: sequences/s and MFU (useful FLOPs: the real tokens only) at 512 tokens and at MS MARCO's lengths
+   (passages of 30 to 200 tokens, padded to a batch's longest), against today's padded step. Goals: >= 40 % MFU at
+   512 tokens, >= 2x today's sequences/s at MS MARCO's.
 8. ``trainer``: rerank's training (``RerankModule`` through ``lightning.Trainer``, real Cranfield lists, data
    loading and tokenization included) against sentence-transformers' ``CrossEncoderTrainer`` with the same model,
    list and batch size (``scripts/bench_train.py``'s protocol, on the GPU, bf16), today's settings and with the
@@ -188,7 +190,8 @@ def lists(settings: Settings, lists_per_step: int, list_size: int, seed: int = 0
     ids = torch.randint(1000, 20000, (rows, settings.tokens), generator=generator)
     labels = torch.randint(0, 3, (lists_per_step, list_size), generator=generator)
     labels[:, 0] = 2
-    return ids.to(settings.device), torch.ones_like(ids), labels.to(settings.device)
+    ids = ids.to(settings.device)
+    return ids, torch.ones_like(ids), labels.to(settings.device)
 
 
 PRECISIONS: dict[str, torch.dtype | None] = {"32-true": None, "bf16-mixed": torch.bfloat16,
@@ -351,10 +354,14 @@ def part_inference(run: Settings, report: Callable[[dict], None], folder: Path) 
     precision = "bf16-true" if run.device == "cuda" else "32"  # weights in bf16 on both sides
     reranker = Reranker.from_pretrained(str(model), batch_size=64, device=run.device, precision=precision,
                                         max_length=run.tokens, max_query_length=16)
+    unpadded = Reranker.from_pretrained(str(model), batch_size=64, device=run.device, precision=precision,
+                                        max_length=run.tokens, max_query_length=16,
+                                        exact=("cls_only_last_layer", "unpadded"))
     st = CrossEncoder(str(model), max_length=run.tokens, device=run.device,
                       model_kwargs={"dtype": torch.bfloat16} if run.device == "cuda" else {})
     pairs = list(zip(queries, documents))
     systems = {"rerank Reranker": lambda: reranker.score_pairs(queries, documents),
+               "rerank Reranker, unpadded": lambda: unpadded.score_pairs(queries, documents),
                "sentence-transformers CrossEncoder.predict": lambda: st.predict(pairs, batch_size=64)}
     rows = {name: len(pairs) / timed(function, 2, 1, run.device) for name, function in systems.items()}
     onnx = _onnx_cuda(model, reranker, queries, documents, run)
@@ -547,12 +554,45 @@ def lever_step(model: torch.nn.Module, levers: tuple[str, ...], device: str) -> 
     return step
 
 
+def unpadded_agreement(run: Settings, size: Size) -> dict[str, Any]:
+    """The unpadded path's scores and gradients on this device against the padded model's in float32 (the
+    reference), beside the padded model's own in bf16-mixed (the tolerance bf16 itself costs): one ListNet step on
+    lists of MS MARCO's lengths, the same random weights."""
+    from rerank.model import speedups
+
+    ids, mask, labels = marco_lists(run, 2, run.list_size, seed=1)
+    outcomes = {}
+    for name, levers, dtype in (("fp32", (), None), ("bf16", (), torch.bfloat16),
+                                ("unpadded", ("unpadded",), torch.bfloat16)):
+        torch.manual_seed(0)
+        model = AutoModelForSequenceClassification.from_config(
+            size.config(dropout=0.0), attn_implementation="sdpa").to(run.device).train()
+        speedups.enable(model, levers)
+        with torch.autocast(run.device, dtype=dtype) if dtype is not None else nullcontext():
+            scores = model(input_ids=ids, attention_mask=mask).logits.float().view(labels.shape)
+        build("listnet")(scores, labels).backward()
+        gradient = torch.cat([torch.zeros_like(p).flatten() if p.grad is None else p.grad.float().flatten()
+                              for p in model.parameters()])
+        outcomes[name] = scores.detach(), gradient
+        del model
+    reference_scores, reference_gradient = outcomes["fp32"]
+    row: dict[str, Any] = {"part": "levers", "check": "scores and gradients against the padded model in fp32"}
+    for name in ("bf16", "unpadded"):
+        scores, gradient = outcomes[name]
+        row[f"{name}_max_score_difference"] = float((scores - reference_scores).abs().max())
+        row[f"{name}_gradient_relative_difference"] = float((gradient - reference_gradient).norm()
+                                                            / reference_gradient.norm())
+    return row
+
+
 def part_levers(run: Settings, report: Callable[[dict], None], peak: float | None) -> None:
-    """Part 7 (module docstring): each lever alone and all together, at 512 tokens and at MS MARCO's lengths."""
+    """Part 7 (module docstring): the unpadded path checked against the padded one on this device, then each lever
+    alone and all together, at 512 tokens and at MS MARCO's lengths."""
     from rerank.model import speedups
 
     speedups.COMPILE_BACKEND = run.compile_backend
     size = run.sizes[0]
+    report(unpadded_agreement(run, size))
     variants = [(), *((lever,) for lever in LEVERS), LEVERS]
     for workload, make in (("512 tokens", lists), ("MS MARCO lengths", marco_lists)):
         for list_size in (run.list_size, *run.lever_lists) if workload == "MS MARCO lengths" else (run.list_size,):
@@ -629,10 +669,13 @@ def part_scale(run: Settings, report: Callable[[dict], None], folder: Path) -> N
                       "--trainer.limit_test_batches", "2", "--trainer.accumulate_grad_batches", "1"]
 
     class Phases(pl.Callback):
-        """Each phase's seconds and peak GPU memory, reported as it ends."""
+        """Each phase's seconds and peak GPU memory, reported as it ends. Lightning validates inside the training
+        epoch (after its last batch, before ``on_train_epoch_end``), so a training epoch ends where its
+        validation begins."""
 
         def __init__(self) -> None:
             self.started = time.perf_counter()
+            self.training = False
 
         def _begin(self) -> None:
             synchronize(run.device)
@@ -645,17 +688,24 @@ def part_scale(run: Settings, report: Callable[[dict], None], folder: Path) -> N
             report({"part": "scale", "phase": phase, "seconds": time.perf_counter() - self.started,
                     "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if run.device == "cuda" else None, **extra})
 
+        def _end_training(self, trainer: pl.Trainer) -> None:
+            if self.training:
+                self.training = False
+                self._end(f"training epoch {trainer.current_epoch + 1}",
+                          batches=trainer.fit_loop.epoch_loop.batch_progress.current.completed)
+
         def on_fit_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
             self._end("first stage, training lists, model on the device")
 
         def on_train_epoch_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
             self._begin()
+            self.training = True
 
         def on_train_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
-            self._end(f"training epoch {trainer.current_epoch + 1}",
-                      batches=trainer.fit_loop.epoch_loop.batch_progress.current.completed)
+            self._end_training(trainer)
 
         def on_validation_epoch_start(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+            self._end_training(trainer)
             self._begin()
 
         def on_validation_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:

@@ -9,7 +9,7 @@ positions only, and attention runs within each row:
 
 - on a GPU, PyTorch's variable-length attention (``torch.nn.attention.varlen.varlen_attn``, FlashAttention; no
   compiled extension);
-- elsewhere (the CPU, and the tests), PyTorch's scaled dot-product attention on each row in turn: the same
+- elsewhere (the CPU, the tests, float32 on a GPU), PyTorch's scaled dot-product attention on each row in turn: the same
   arithmetic, so the scores and gradients equal the padded model's (to float rounding).
 
 BERT's positions restart at 0 in each row (rows are right-padded, as BERT's tokenizers pad them); the last layer is
@@ -21,6 +21,7 @@ applies where that dropout is 0: evaluation, prediction, the Python API, and tra
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -74,10 +75,13 @@ def pack(attention_mask: Tensor) -> Packed:
 def varlen_attention(query: Tensor, key: Tensor, value: Tensor, cu_q: Tensor, cu_k: Tensor, max_q: int, max_k: int,
                      scale: float) -> Tensor:
     """Attention of each row's queries over that row's keys and values: ``[Tq, heads, d]`` and ``[Tk, heads, d]``
-    in, ``[Tq, heads, d]`` out; rows given by ``cu_q`` and ``cu_k`` (as :attr:`Packed.cu_seqlens`)."""
-    if query.is_cuda:
+    in, ``[Tq, heads, d]`` out; rows given by ``cu_q`` and ``cu_k`` (as :attr:`Packed.cu_seqlens`). FlashAttention
+    takes half precision only: float32 on a GPU (``32-true``) takes the per-row path, exact and slower."""
+    if query.is_cuda and query.dtype in (torch.float16, torch.bfloat16):
         from torch.nn.attention.varlen import varlen_attn
 
+        if math.isclose(scale, query.shape[-1] ** -0.5):  # varlen_attn's default; PyTorch 2.11 takes no scale
+            return varlen_attn(query, key, value, cu_q, cu_k, max_q, max_k)
         return varlen_attn(query, key, value, cu_q, cu_k, max_q, max_k, scale=scale)
     outputs = []
     for (q_start, q_end), (k_start, k_end) in zip(zip(cu_q.tolist(), cu_q[1:].tolist()),

@@ -98,7 +98,8 @@ class RerankModule(pl.LightningModule):
         freeze_embeddings: train the encoder above its embeddings only (they keep the loaded weights).
         gradient_checkpointing: recompute encoder activations in the backward pass to save memory.
         speedups: ``auto`` (the speed-ups of :mod:`rerank.model.speedups` measured faster on a CPU, where they fit
-            the model), ``off``, or a list of their names (``[cls_only_last_layer, cheap_dropout, unpadded]``).
+            the model, and on a GPU the fused AdamW), ``off``, or a list of their names
+            (``[cls_only_last_layer, cheap_dropout, unpadded]``).
         forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
             row (less padding; None: the whole batch at once).
         encoder_lr: AdamW learning rate of the encoder.
@@ -262,6 +263,7 @@ class RerankModule(pl.LightningModule):
         """AdamW with one learning rate for the encoder and one for the head; linear warmup, then linear decay
         (:mod:`rerank.training.optimizer`: with ``bf16_weights``, the model's weights are cast to bfloat16 here,
         its float32 masters kept by the optimizer)."""
+        self.speedups = speedups_module.for_optimizer(self.speedups, self.hparams.speedups, self.device)
         if "bf16_weights" in self.speedups:
             self.model.to(torch.bfloat16)
         head = {id(p) for p in self.model.head_parameters()}
