@@ -3,9 +3,13 @@
 For each fold of a ``rerank cv`` output folder, the script splits the fold's validation queries in two at random
 (``--halvings`` times, seeded by the fold); each rule chooses its ranker and weights on one half and is measured
 on the other, both ways round. A rule's estimate is the mean of ``--measure`` over folds, halvings and halves.
-The rules (:data:`RULES`) differ only in the weights ``fused`` searches: ``simplex``, the 66 points of the simplex
-over (re-ranker, teacher, first stage) in steps of 0.1; ``line``, the 11 points ``w`` re-ranker + ``1 - w``
-teacher. Both choose among ``reranker``, ``interpolated`` and ``fused`` with :func:`rerank.deployment.choose`.
+The rules (:data:`RULES`) choose among ``reranker``, ``interpolated`` and ``fused`` with
+:func:`rerank.deployment.choose`: ``simplex``, the best of the 66 points of the simplex over (re-ranker, teacher,
+first stage) in steps of 0.1 (the fits' rule before 2026-11-28); ``line``, the best of the 11 points ``w``
+re-ranker + ``1 - w`` teacher; ``smoothed``, the best after each point's figure is averaged with its grid
+neighbours' (:func:`smoothed`); ``anchored`` (the fits' rule since), simplex's choice if it
+:func:`~rerank.deployment.beats_teacher` alone, else the teacher alone (docs/experiments/ablations.md). The script
+first rebuilds each fold's deployment by the rule its fit used, and stops unless it is the fit's to the last digit.
 
 With ``--test`` it then applies each rule to each fold's whole validation set and prints, read after the
 decision, what the chosen rankers give on the test folds against the teacher (paired t-test over queries).
@@ -33,12 +37,27 @@ from scipy.stats import ttest_rel
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Qrels, Run, read_qrels, read_run, restrict
-from rerank.deployment import RANKERS, choose
+from rerank.deployment import RANKERS, TEACHER_ALONE, beats_teacher, choose
 from rerank.evaluation import evaluate
 from rerank.interpolation import DEFAULT_GRID, fuse, simplex
 
-RULES = {"simplex": simplex(3), "line": tuple((w, round(1 - w, 1), 0.0) for w in reversed(DEFAULT_GRID))}
+RULES = {"simplex": simplex(3), "line": tuple((w, round(1 - w, 1), 0.0) for w in reversed(DEFAULT_GRID)),
+         "smoothed": simplex(3), "anchored": simplex(3)}
 """The weights (re-ranker, teacher, first stage) that ``fused`` searches under each rule."""
+TEACHER = tuple(TEACHER_ALONE.values())
+"""The fused point that is the teacher alone (re-ranker, teacher, first stage)."""
+
+FIT_RULES = ("anchored", "simplex")
+"""The rules fits have deployed by: ``anchored`` since 2026-11-28, ``simplex`` before."""
+
+
+def smoothed(per: dict[tuple[float, ...], np.ndarray], rows: np.ndarray) -> dict[tuple[float, ...], float]:
+    """Each weight vector's mean on ``rows``, averaged with its grid neighbours' (at most 0.1 away in every
+    weight: up to 6 on the simplex, 2 on a line, none for a single point)."""
+    means = {weights: float(np.mean(values[rows])) for weights, values in per.items()}
+    return {weights: float(np.mean([mean for other, mean in means.items()
+                                     if max(abs(a - b) for a, b in zip(weights, other)) <= 0.1 + 1e-9]))
+            for weights in means}
 
 
 def per_query(run: Run, qrels: Qrels, measure: str, queries: Sequence[str]) -> np.ndarray:
@@ -66,9 +85,14 @@ def chosen(values: dict[str, dict[tuple[float, ...], np.ndarray]], rule: str, ro
     weights (ties to the larger first weights, as the fit's search), then :func:`choose` among the rankers."""
     searched = {ranker: {weights: per[weights] for weights in RULES[rule]} if ranker == "fused" else per
                 for ranker, per in values.items()}
-    best = {ranker: max((float(np.mean(per[weights][rows])), weights) for weights in per)
-            for ranker, per in searched.items()}
+    figures = {ranker: smoothed(per, rows) if rule == "smoothed"
+               else {weights: float(np.mean(per[weights][rows])) for weights in per}
+               for ranker, per in searched.items()}
+    best = {ranker: max((value, weights) for weights, value in per.items()) for ranker, per in figures.items()}
     ranker = choose({name: value for name, (value, _) in best.items()})
+    if rule == "anchored" and "fused" in values and not beats_teacher(values[ranker][best[ranker][1]][rows],
+                                                                       values["fused"][TEACHER][rows]):
+        return "fused", TEACHER
     return ranker, best[ranker][1]
 
 
@@ -128,12 +152,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                       if ranker in deployment["validation"] and ranker not in deployment["excluded"]]
         values = {ranker: values[ranker] for ranker in deployable}
         whole = np.arange(len(queries))
-        today = chosen(values, "simplex", whole)
         recorded = (deployment["ranker"], tuple(deployment["weights"].values()))
+        made_by = next((rule for rule in FIT_RULES if chosen(values, rule, whole) == recorded), None)
+        today = chosen(values, made_by or FIT_RULES[0], whole)
         figure = float(np.mean(values[today[0]][today[1]]))
-        if today != recorded or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
-            sys.exit(f"{fold}: today's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "
+        if made_by is None or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
+            sys.exit(f"{fold}: the fit's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "
                      f"({deployment['validation'][deployment['ranker']]:.4f}): these are not the fit's runs")
+        print(f"{fold.name}: the fit deployed {recorded[0]} {recorded[1]}, rebuilt by the {made_by} rule")
         seed = int(fold.name.removeprefix("fold"))
         for rule, held_out in split_half(values, len(queries), args.halvings, seed).items():
             estimates[rule].append(float(np.mean(held_out)))

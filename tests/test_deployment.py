@@ -10,13 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert, tiny_bi_encoder
+from scipy import stats
 
 from rerank.cli import fit, predict
 from rerank.cli.summary import ROWS
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import ranked, read_run
-from rerank.deployment import Deployment, choose, deployable_teacher
+from rerank.deployment import TEACHER_ALONE, Deployment, beats_teacher, choose, deployable_teacher
 from rerank.evaluation import evaluate
 from rerank.interpolation import standardise
 from rerank.reranker import Reranker
@@ -32,6 +33,18 @@ def test_the_rule_takes_the_best_on_validation_and_ties_go_to_the_simpler() -> N
     assert choose({"reranker": 0.43, "interpolated": 0.43, "fused": 0.43}) == "reranker"
     assert choose({"fused": 0.5, "reranker": 0.43}) == "fused"  # not the order given: RANKERS' order
     assert choose({"reranker": 0.45, "interpolated": 0.44}) == "reranker"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_ranker_beats_the_teacher_when_its_gain_exceeds_one_standard_error(seed: int) -> None:
+    """beats_teacher against scipy's one-sample t statistic of the per-query differences (t > 1 is mean > sd /
+    sqrt(n)), on random validation figures with gains around the threshold."""
+    generator = np.random.default_rng(seed)
+    teacher = generator.uniform(0, 1, 50)
+    chosen = np.clip(teacher + generator.normal(0.02 * (seed - 2), 0.1, 50), 0, 1)
+    assert beats_teacher(chosen, teacher) == (stats.ttest_1samp(chosen - teacher, 0).statistic > 1)
+    assert not beats_teacher(teacher, teacher)  # no gain: the teacher
+    assert not beats_teacher([0.9], [0.1])  # one query shows nothing
 
 
 def test_only_a_teacher_that_scores_new_queries_is_deployable(tmp_path: Path) -> None:
@@ -165,7 +178,13 @@ def test_the_summary_shows_the_figures_of_metrics_json(fits: dict[str, Path], tm
     assert f"deployed: {deployed}" in printed
     assert f"model: {tmp_path / 'again' / 'model'}" in printed and "rerank predict --config" in printed
     figures = {ranker: metrics["deployment"]["validation"][ranker] for ranker in ("reranker", "interpolated", "fused")}
-    assert deployed == choose(figures)  # the rule, on the figures the run wrote
+    fused_weights = {name: metrics["fused"][f"w_{name}"] for name in TEACHER_ALONE}
+    assert fused_weights == metrics["deployment"]["weights"] or deployed != "fused"  # the test row is the deployed
+    if metrics["deployment"]["weights"] == TEACHER_ALONE:  # the chosen ranker did not beat the teacher alone
+        assert figures["fused"] == pytest.approx(metrics["deployment"]["validation"]["teacher"], abs=1e-12)
+        assert metrics["fused"]["nDCG@10"] == pytest.approx(metrics["teacher"]["nDCG@10"], abs=1e-12)
+    else:
+        assert deployed == choose(figures)  # the rule, on the figures the run wrote
     fine_tuned, zero_shot = figures["reranker"], max(metrics["deployment"]["validation"][name]
                                                      for name in ("teacher", "first_stage"))
     assert ("warning: the fine-tuned re-ranker is below" in printed) == (fine_tuned < zero_shot)
@@ -188,3 +207,29 @@ def test_an_export_from_before_deployments_is_the_pure_model(fits: dict[str, Pat
     runs = tmp_path / "out" / "runs"
     assert (runs / "reranked.run").read_text().replace("rerank-reranker", "x") == (
         runs / "reranked.reranker.run").read_text().replace("rerank-model", "x")
+
+
+@pytest.mark.parametrize("teacher", ["right", "wrong"])
+def test_the_fit_deploys_the_teacher_alone_unless_the_choice_beats_it(tmp_path: Path, teacher: str) -> None:
+    """RerankModule's deployment on hand-made validation runs: the re-ranker ranks every query's relevant document
+    first. A teacher that does too is not beaten (every difference 0): the fusion is put on the teacher alone, with
+    the teacher's figure. A teacher that ranks it last is beaten on every query: the re-ranker is kept."""
+    from rerank import RerankModule
+
+    queries = [f"q{i}" for i in range(8)]
+    qrels = {qid: {"d1": 1} for qid in queries}
+    module = RerankModule(model_name=str(tiny_bert(tmp_path / "bert")), judgments=lambda split: qrels,
+                          selection_metric="nDCG@10")
+    right, wrong = {"d1": 3.0, "d2": 2.0, "d3": 1.0}, {"d1": 1.0, "d2": 2.0, "d3": 3.0}
+    parts = {"reranker": {qid: dict(right) for qid in queries},
+             "teacher": {qid: dict(right if teacher == "right" else wrong) for qid in queries},
+             "first_stage": {qid: dict(wrong) for qid in queries}}
+    module.interpolation_weight, module.fusion_weights = 1.0, (1.0, 0.0, 0.0)
+    teachers = evaluate(parts["teacher"], qrels, ["nDCG@10"]).mean["nDCG@10"]
+    figures = {"reranker": 1.0, "fused": 1.0, "teacher": teachers}  # the rule's choice: the re-ranker (a tie)
+    deployment = module._deployment(figures, TeacherConfig(bi_encoder="some/bi-encoder"), parts)
+    if teacher == "right":
+        assert deployment.ranker == "fused" and deployment.weights == TEACHER_ALONE
+        assert module.fusion_weights == (0.0, 1.0, 0.0) and deployment.validation["fused"] == teachers == 1.0
+    else:
+        assert teachers < 0.7 and deployment.ranker == "reranker" and module.fusion_weights == (1.0, 0.0, 0.0)

@@ -48,7 +48,7 @@ from transformers import get_linear_schedule_with_warmup
 
 from ..checks import check_range
 from ..data.trec import Qrels, Run, write_run
-from ..deployment import RANKERS, Deployment, choose, deployable_teacher, portable
+from ..deployment import RANKERS, TEACHER_ALONE, Deployment, beats_teacher, choose, deployable_teacher, portable
 from ..errors import UserError
 from ..evaluation import METRICS, evaluate, trec_measure
 from ..interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
@@ -322,6 +322,12 @@ class RerankModule(pl.LightningModule):
     def _evaluate(self, run: Run, split: str) -> dict[str, float]:
         return evaluate(run, self._qrels(split), self.hparams.metrics).mean
 
+    def _per_query(self, run: Run, split: str) -> list[float]:
+        """``model.selection_metric`` of each judged query of ``split``, in query order (absent ones count 0)."""
+        measure = self.hparams.selection_metric
+        values = evaluate(run, self._qrels(split), [measure]).per_query
+        return [values[qid][measure] for qid in sorted(values)]
+
     def on_validation_epoch_end(self) -> None:
         reranker, first_stage = self._gather_runs()
         if self.trainer.sanity_checking:
@@ -344,9 +350,12 @@ class RerankModule(pl.LightningModule):
             if teacher is not None:
                 self.fusion_weights, figures["fused"] = best_weights([reranker, teacher.scores, first_stage],
                                                                      self._qrels("validation"), selection)
-                metrics |= {f"val/fusion_weight_{name}": weight for name, weight in zip(FUSED, self.fusion_weights)}
-                metrics[f"val/fused_{selection}"] = figures["fused"]
-        self.deployment = self._deployment(figures, teacher.config if teacher is not None else None)
+        parts = {"reranker": reranker, "teacher": teacher.scores if teacher is not None else None,
+                 "first_stage": first_stage}
+        self.deployment = self._deployment(figures, teacher.config if teacher is not None else None, parts)
+        if "fused" in figures:  # after the deployment, which may have put the fusion on the teacher alone
+            metrics |= {f"val/fusion_weight_{name}": weight for name, weight in zip(FUSED, self.fusion_weights)}
+            metrics[f"val/fused_{selection}"] = figures["fused"]
         if self.trainer.is_global_zero:
             logger.info("validation, epoch %d, %s: %s", self.current_epoch, selection,
                         ", ".join(f"{name} {value:.4f}" for name, value in figures.items()))
@@ -354,9 +363,12 @@ class RerankModule(pl.LightningModule):
         self.validation_run = reranker
         self._write_run(reranker, "validation")  # the latest, while training goes on
 
-    def _deployment(self, figures: dict[str, float], teacher: TeacherConfig | None) -> Deployment:
+    def _deployment(self, figures: dict[str, float], teacher: TeacherConfig | None,
+                    parts: Mapping[str, Run | None]) -> Deployment:
         """The ranker to deploy by :func:`rerank.deployment.choose` over the deployable rankers' validation
-        ``figures``; ``fused`` is deployable only with a teacher that scores new queries (a bi-encoder)."""
+        ``figures``; ``fused`` is deployable only with a teacher that scores new queries (a bi-encoder), and then
+        the chosen ranker is kept only if it :func:`~rerank.deployment.beats_teacher` on ``parts``' validation
+        runs, else the fusion is put on the teacher alone (``self.fusion_weights`` and ``figures["fused"]``)."""
         candidates = {ranker: figures[ranker] for ranker in ("reranker", "interpolated") if ranker in figures}
         excluded = {}
         if "fused" in figures:
@@ -368,6 +380,15 @@ class RerankModule(pl.LightningModule):
         ranker = choose(candidates) if self.hparams.deploy == "auto" else self.hparams.deploy
         if ranker not in candidates:
             raise ValueError(f"model.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
+        if self.hparams.deploy == "auto" and "fused" in candidates:
+            chosen = {"reranker": parts["reranker"],
+                      "interpolated": interpolate(parts["reranker"], parts["first_stage"], self.interpolation_weight),
+                      "fused": fuse([parts[name] for name in FUSED], self.fusion_weights)}[ranker]
+            alone = fuse([parts[name] for name in FUSED], [TEACHER_ALONE[name] for name in FUSED])
+            if not beats_teacher(*(self._per_query(run, "validation") for run in (chosen, alone))):
+                ranker, self.fusion_weights = "fused", tuple(TEACHER_ALONE[name] for name in FUSED)
+                figures["fused"] = evaluate(alone, self._qrels("validation"),
+                                            [self.hparams.selection_metric]).mean[self.hparams.selection_metric]
         weights = {"reranker": {"reranker": 1.0},
                    "interpolated": {"reranker": self.interpolation_weight,  # as interpolate() weighs them
                                     "first_stage": 1 - (self.interpolation_weight or 0.0)},
