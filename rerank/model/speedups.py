@@ -57,8 +57,8 @@ SPEEDUPS = ("cls_only_last_layer", "cheap_dropout", "unpadded", "compiled", "fus
 OPTIMIZER = ("fused_adamw", "bf16_weights")
 """The speed-ups of the optimizer step, which :func:`enable` only checks (the training module applies them)."""
 AUTO = ("cls_only_last_layer", "cheap_dropout")
-"""``model.speedups: auto``: those measured faster on the CPU (docs/experiments/benchmarks.md); ``unpadded`` waits on
-its GPU measurement (``scripts/bench_gpu.py``)."""
+"""``model.speedups: auto``: those measured faster on the CPU (docs/experiments/benchmarks.md). ``unpadded`` is not
+among them: on a GPU it was faster only with many short rows a step (``scripts/bench_gpu.py`` part 7)."""
 AUTO_ON_GPU = ("fused_adamw",)
 """What ``auto`` adds on a GPU, where the optimizer is made: ``fused_adamw``, exact, and faster than AdamW's default
 in every workload of ``scripts/bench_gpu.py`` part 7 (BERT-base on an H200: 990 against 964 sequences/s at 512

@@ -381,20 +381,23 @@ class RerankModule(pl.LightningModule):
         if ranker not in candidates:
             raise ValueError(f"model.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
         if self.hparams.deploy == "auto" and "fused" in candidates:
-            chosen = {"reranker": parts["reranker"],
-                      "interpolated": interpolate(parts["reranker"], parts["first_stage"], self.interpolation_weight),
-                      "fused": fuse([parts[name] for name in FUSED], self.fusion_weights)}[ranker]
-            alone = fuse([parts[name] for name in FUSED], [TEACHER_ALONE[name] for name in FUSED])
-            if not beats_teacher(*(self._per_query(run, "validation") for run in (chosen, alone))):
+            runs = parts["reranker"], parts["first_stage"], parts["teacher"]
+            chosen = Deployment(ranker, self._weights(ranker), teacher if ranker == "fused" else None).combine(*runs)
+            alone = Deployment("fused", dict(TEACHER_ALONE), teacher).combine(*runs)
+            if not beats_teacher(self._per_query(chosen, "validation"), self._per_query(alone, "validation")):
                 ranker, self.fusion_weights = "fused", tuple(TEACHER_ALONE[name] for name in FUSED)
                 figures["fused"] = evaluate(alone, self._qrels("validation"),
                                             [self.hparams.selection_metric]).mean[self.hparams.selection_metric]
-        weights = {"reranker": {"reranker": 1.0},
-                   "interpolated": {"reranker": self.interpolation_weight,  # as interpolate() weighs them
-                                    "first_stage": 1 - (self.interpolation_weight or 0.0)},
-                   "fused": dict(zip(FUSED, self.fusion_weights or ()))}[ranker]
-        return Deployment(ranker=ranker, weights=weights, teacher=portable(teacher) if ranker == "fused" else None,
+        return Deployment(ranker=ranker, weights=self._weights(ranker),
+                          teacher=portable(teacher) if ranker == "fused" else None,
                           measure=self.hparams.selection_metric, validation=figures, excluded=excluded)
+
+    def _weights(self, ranker: str) -> dict[str, float]:
+        """``ranker``'s weights as validation chose them (:class:`~rerank.deployment.Deployment`'s ``weights``)."""
+        return {"reranker": {"reranker": 1.0},
+                "interpolated": {"reranker": self.interpolation_weight,  # as interpolate() weighs them
+                                 "first_stage": 1 - (self.interpolation_weight or 0.0)},
+                "fused": dict(zip(FUSED, self.fusion_weights or ()))}[ranker]
 
     def on_test_epoch_end(self) -> None:
         reranker, first_stage = self._gather_runs()
