@@ -233,3 +233,16 @@ def test_the_fit_deploys_the_teacher_alone_unless_the_choice_beats_it(tmp_path: 
         assert module.fusion_weights == (0.0, 1.0, 0.0) and deployment.validation["fused"] == teachers == 1.0
     else:
         assert teachers < 0.7 and deployment.ranker == "reranker" and module.fusion_weights == (1.0, 0.0, 0.0)
+
+
+def test_the_summary_says_when_the_teacher_alone_is_deployed_and_why() -> None:
+    from rerank.cli.summary import rule
+
+    figures = {"reranker": 0.3255, "interpolated": 0.3335, "fused": 0.3400, "teacher": 0.3400}
+    alone = Deployment("fused", dict(TEACHER_ALONE), TeacherConfig(bi_encoder="b"), "nDCG@10", figures)
+    assert rule(alone) == ("the teacher alone: no ranker beat it on validation by more than one standard error of "
+                           "their per-query difference (nDCG@10 0.3400; re-ranker 0.3255; interpolated with the first "
+                           "stage 0.3335)")
+    mixed = Deployment("fused", {"reranker": 0.6, "teacher": 0.2, "first_stage": 0.2}, TeacherConfig(bi_encoder="b"),
+                       "nDCG@10", figures)
+    assert rule(mixed).startswith("the highest on validation, nDCG@10 0.3400 (against re-ranker 0.3255")

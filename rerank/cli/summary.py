@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..deployment import NAMES, Deployment
+from ..deployment import NAMES, TEACHER_ALONE, Deployment
 from ..run_directory import RunDirectory
 
 ROWS = (("first_stage", "first stage"),
@@ -64,6 +64,9 @@ def rule(deployment: Deployment) -> str:
     chosen = deployment.validation.get(deployment.ranker)
     others = [f"{NAMES[name]} {value:.4f}" for name, value in deployment.validation.items()
               if name != deployment.ranker and name in ("reranker", "interpolated", "fused")]
+    if deployment.ranker == "fused" and deployment.weights == TEACHER_ALONE:
+        return (f"the teacher alone: no ranker beat it on validation by more than one standard error of their "
+                f"per-query difference ({deployment.measure} {chosen:.4f}" + "".join(f"; {o}" for o in others) + ")")
     return (f"the highest on validation, {deployment.measure} {chosen:.4f}"
             + (f" (against {', '.join(others)}; ties go to the simpler)" if others else ""))
 
