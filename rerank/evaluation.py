@@ -82,6 +82,11 @@ class Evaluation:
     missing: list[str] = field(default_factory=list)
     """Judged queries absent from the run; each counts as 0 in :attr:`mean`."""
 
+    def values(self, measure: str) -> list[float]:
+        """``measure`` of every judged query, in query-id order (0 for one absent from the run): the pairs of a
+        paired comparison between two runs over the same qrels."""
+        return [self.per_query[qid][measure] for qid in sorted(self.per_query)]
+
 
 def paired_p(ours: Sequence[float], theirs: Sequence[float]) -> float:
     """The two-sided p-value of a paired t-test over queries (1 when the two are equal on every query)."""

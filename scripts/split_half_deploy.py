@@ -61,9 +61,8 @@ def smoothed(per: dict[tuple[float, ...], np.ndarray], rows: np.ndarray) -> dict
 
 
 def per_query(run: Run, qrels: Qrels, measure: str, queries: Sequence[str]) -> np.ndarray:
-    """``measure`` of each of ``queries`` (0 for one absent from the run, as the fit counts it)."""
-    values = evaluate(run, {qid: qrels[qid] for qid in queries}, [measure]).per_query
-    return np.array([values.get(qid, {}).get(measure, 0.0) for qid in queries])
+    """``measure`` of each of the sorted ``queries`` (0 for one absent from the run, as the fit counts it)."""
+    return np.array(evaluate(run, {qid: qrels[qid] for qid in queries}, [measure]).values(measure))
 
 
 def candidates(parts: Sequence[Run], qrels: Qrels, measure: str, queries: Sequence[str],

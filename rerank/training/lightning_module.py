@@ -322,12 +322,6 @@ class RerankModule(pl.LightningModule):
     def _evaluate(self, run: Run, split: str) -> dict[str, float]:
         return evaluate(run, self._qrels(split), self.hparams.metrics).mean
 
-    def _per_query(self, run: Run, split: str) -> list[float]:
-        """``model.selection_metric`` of each judged query of ``split``, in query order (absent ones count 0)."""
-        measure = self.hparams.selection_metric
-        values = evaluate(run, self._qrels(split), [measure]).per_query
-        return [values[qid][measure] for qid in sorted(values)]
-
     def on_validation_epoch_end(self) -> None:
         reranker, first_stage = self._gather_runs()
         if self.trainer.sanity_checking:
@@ -384,10 +378,11 @@ class RerankModule(pl.LightningModule):
             runs = parts["reranker"], parts["first_stage"], parts["teacher"]
             chosen = Deployment(ranker, self._weights(ranker), teacher if ranker == "fused" else None).combine(*runs)
             alone = Deployment("fused", dict(TEACHER_ALONE), teacher).combine(*runs)
-            if not beats_teacher(self._per_query(chosen, "validation"), self._per_query(alone, "validation")):
+            measure = self.hparams.selection_metric
+            ours, teachers = (evaluate(run, self._qrels("validation"), [measure]) for run in (chosen, alone))
+            if not beats_teacher(ours.values(measure), teachers.values(measure)):
                 ranker, self.fusion_weights = "fused", tuple(TEACHER_ALONE[name] for name in FUSED)
-                figures["fused"] = evaluate(alone, self._qrels("validation"),
-                                            [self.hparams.selection_metric]).mean[self.hparams.selection_metric]
+                figures["fused"] = teachers.mean[measure]
         return Deployment(ranker=ranker, weights=self._weights(ranker),
                           teacher=portable(teacher) if ranker == "fused" else None,
                           measure=self.hparams.selection_metric, validation=figures, excluded=excluded)
