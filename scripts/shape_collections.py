@@ -8,7 +8,11 @@ it was chosen on (docs/experiments/shapes.md): each is written as local files (`
   the query's own sentences gone from it);
 - ``short-documents``: Cranfield with each document reduced to its title (a line: median 9 words), its queries
   (sentences of 15 words) and graded qrels unchanged;
-- ``short-abstracts``: SciFact's test claims (median 12 words) and qrels, each abstract cut to its first 40 words.
+- ``short-abstracts``: SciFact's test claims (median 12 words) and qrels, each abstract cut to its first 40 words;
+- ``query-by-document``: paragraph-long queries with real graded judgments, as in prior-art search, from Cranfield:
+  each of the 129 documents that Cranfield's queries were written from (its ``source_docs.tsv``) is a query (its
+  title and abstract), judged by the union of the judgments of the queries written from it (the highest gain); the
+  129 are taken out of the documents, so that no query is a document of the collection.
 
     python scripts/shape_collections.py --shared ../shared/data --out runs/shapes
 """
@@ -24,7 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
-SHAPES = ("long-queries", "short-documents", "short-abstracts")
+SHAPES = ("long-queries", "short-documents", "short-abstracts", "query-by-document")
 
 
 def documents(path: Path) -> Iterator[dict]:
@@ -75,6 +79,23 @@ def short_abstracts(shared: Path, words: int = 40) -> tuple[list[dict], dict[str
             read_qrels(shared / "scifact" / "qrels.test.txt"))
 
 
+def query_by_document(shared: Path) -> tuple[list[dict], dict[str, str], dict[str, dict[str, int]]]:
+    cranfield = shared / "cranfield"
+    docs = {doc["doc_id"]: doc for doc in documents(cranfield / "docs.jsonl")}
+    sources = dict(line.split() for line in (cranfield / "source_docs.tsv").read_text().splitlines()[1:] if line)
+    judged = read_qrels(cranfield / "qrels.txt")
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    for qid, source in sorted(sources.items(), key=lambda item: int(item[0])):
+        query = f"d{source}"
+        queries.setdefault(query, " ".join(docs[source]["text"].split()))  # the abstract opens with the title
+        for doc, gain in judged.get(qid, {}).items():
+            if gain > 0 and doc not in sources.values():
+                qrels.setdefault(query, {})[doc] = max(gain, qrels.get(query, {}).get(doc, 0))
+    kept = [doc for doc_id, doc in docs.items() if doc_id not in set(sources.values())]
+    return kept, {qid: text for qid, text in queries.items() if qid in qrels}, qrels
+
+
 def write(folder: Path, docs: list[dict], queries: dict[str, str], qrels: dict[str, dict[str, int]]) -> dict:
     """The three files, and the shape's figures (median words a query and a document, counts)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -98,7 +119,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict]:
     args = parser.parse_args(argv)
     makers = {"long-queries": lambda: long_queries(args.shared, args.queries, args.seed),
               "short-documents": lambda: short_documents(args.shared),
-              "short-abstracts": lambda: short_abstracts(args.shared)}
+              "short-abstracts": lambda: short_abstracts(args.shared),
+              "query-by-document": lambda: query_by_document(args.shared)}
     figures = {shape: write(args.out / shape, *makers[shape]()) for shape in args.shapes}
     for shape, values in figures.items():
         print(shape, json.dumps(values))

@@ -95,10 +95,12 @@ def test_the_shape_collections_are_made_of_the_shared_texts(tmp_path: Path) -> N
     (shared / "scifact" / "docs.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in scifact))
     (shared / "scifact" / "queries.test.tsv").write_text("5\ta claim\n")
     (shared / "scifact" / "qrels.test.txt").write_text("5 0 9 1\n")
-    (shared / "cranfield" / "docs.jsonl").write_text(json.dumps({"doc_id": "1", "title": "wing flow .",
-                                                                 "text": "wing flow . long text"}) + "\n")
-    (shared / "cranfield" / "queries.tsv").write_text("1\twhat flow\n")
-    (shared / "cranfield" / "qrels.txt").write_text("1 0 1 3\n")
+    (shared / "cranfield" / "docs.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in [
+        {"doc_id": "1", "title": "wing flow .", "text": "wing flow . long text"},
+        {"doc_id": "2", "title": "heat", "text": "heat  transfer"}, {"doc_id": "3", "title": "drag", "text": "drag"}]))
+    (shared / "cranfield" / "queries.tsv").write_text("1\twhat flow\n2\twhat heat\n")
+    (shared / "cranfield" / "qrels.txt").write_text("1 0 1 3\n1 0 2 0\n2 0 3 1\n2 0 2 2\n2 0 1 4\n")
+    (shared / "cranfield" / "source_docs.tsv").write_text("query_id\tsource_doc_id\n1\t2\n2\t2\n")
     figures = load_script("shape_collections").main(["--shared", str(shared), "--out", str(tmp_path / "out"),
                                                      "--queries", "1"])
     out = tmp_path / "out"
@@ -108,8 +110,14 @@ def test_the_shape_collections_are_made_of_the_shared_texts(tmp_path: Path) -> N
     kept = {d["doc_id"]: d["text"] for d in map(json.loads, (out / "long-queries" / "docs.jsonl").open())}
     assert kept[doc] == " ".join(f"Sentence {i} of doc {doc}." for i in range(3, 7)) and kept["9"] == "One. Two."
     assert (out / "long-queries" / "qrels.txt").read_text() == f"{qid} 0 {doc} 1\n"
-    assert json.loads((out / "short-documents" / "docs.jsonl").read_text())["text"] == "wing flow"
-    assert (out / "short-documents" / "qrels.txt").read_text() == "1 0 1 3\n"
+    short = (out / "short-documents" / "docs.jsonl").read_text().splitlines()
+    assert json.loads(short[0])["text"] == "wing flow"
+    assert (out / "short-documents" / "qrels.txt").read_text().splitlines()[0] == "1 0 1 3"
+    # query-by-document: document 2 (both queries were written from it) is the query, judged by their union (the
+    # highest gain), and is no longer a document
+    assert (out / "query-by-document" / "queries.tsv").read_text() == "d2\theat transfer\n"
+    assert (out / "query-by-document" / "qrels.txt").read_text() == "d2 0 1 4\nd2 0 3 1\n"
+    assert [d["doc_id"] for d in map(json.loads, (out / "query-by-document" / "docs.jsonl").open())] == ["1", "3"]
     abstracts = [d["text"] for d in map(json.loads, (out / "short-abstracts" / "docs.jsonl").open())]
     assert sorted(len(text.split()) for text in abstracts) == [2, 35, 35, 40]  # cut at 40 words
     assert figures["short-abstracts"]["median document words"] == 35

@@ -67,7 +67,8 @@ def test_auto_steps_measure_this_machine_once_and_every_fold_trains_the_same_sta
         first = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "fold1")])
     # 20 pseudo-queries, 2 lists a step, at most 5 passes: 50 steps (the budget of an hour buys more)
     line = next(record.getMessage() for record in caplog.records if record.getMessage().startswith("recipe: "))
-    assert re.search(r"rows of 48 tokens \(queries up to 12\), a 50-step judgment-free stage \(\d+\.\d\d s a step "
+    assert re.search(r"rows of 48 tokens \(queries up to 12\), a 50-step judgment-free stage on titles or first "
+                     r"sentences of at most 24 words \(\d+\.\d\d s a step "
                      r"here: \d+ min; pretrain.budget_minutes 60, at most 5 passes over its 20 lists: the passes "
                      r"chose\), then about \d+ steps on the training folds", line), line
     assert "pre-training stage, round 1 of 1: 50 steps on 1 source(s)" in caplog.text

@@ -3,6 +3,7 @@ pre-training stage, the example configs, and the errors of bad sources."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import runpy
@@ -23,7 +24,14 @@ from rerank.first_stage import FirstStageConfig
 from rerank.teacher import TeacherConfig, teacher_scores
 from rerank.training.examples import TrainingLists, TrainingSampler, proportions
 from rerank.training.pretraining import PretrainConfig
-from rerank.training.sources import SourceConfig, SourceContext, TrainingSource, as_source_config, resolve
+from rerank.training.sources import (
+    SourceConfig,
+    SourceContext,
+    TrainingSource,
+    as_source_config,
+    resolve,
+    source_run,
+)
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 
@@ -184,6 +192,38 @@ def test_pseudo_queries_per_document_add_the_next_sentences_of_the_body(tmp_path
         as_source_config({"queries": "pseudo", "pseudo": {"per_document": 0}}, "pretrain.train[0]")
 
 
+def test_paragraph_queries_make_spans_of_whole_sentences_whose_lengths_follow_theirs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    words = [f"w{i}" for i in range(400)]
+
+    def sentence(doc: int, index: int) -> str:  # ten distinct words and a full stop
+        return " ".join(words[(doc * 7 + index * 10 + k) % 400] for k in range(10)) + "."
+
+    docs = [{"doc_id": f"d{doc}", "title": f"title {doc} of a document",
+             "text": " ".join(sentence(doc, index) for index in range(12))} for doc in range(30)]
+    (tmp_path / "docs.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+    queries = {"1": " ".join(words[:20]), "2": " ".join(words[:40]), "3": " ".join(words[:40]), "4": "wind"}
+    (tmp_path / "queries.tsv").write_text("".join(f"{qid}\t{text}\n" for qid, text in queries.items()))
+    documents = Collection(CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
+                                            cache_dir=str(tmp_path / "arrow"))).documents
+    config = sized_to(PseudoQueryConfig(count=None, max_words="auto"), queries.values())
+    # a median of 30 words: paragraphs, so spans, their lengths drawn from the queries' (1 word: min_words 3)
+    assert config.spans and sorted(config.lengths) == [3, 20, 40, 40] and config.max_words == 192
+    drawn = pseudo_queries(documents, config)
+    assert len(drawn) == 30 and drawn == pseudo_queries(documents, config)
+    for query in drawn:
+        body = documents.text(query.doc_id).removeprefix(f"title {query.doc_id[1:]} of a document").strip()
+        assert f" {query.text} " in f" {body} " and query.text.endswith(".")  # whole sentences of its body
+        # the run of sentences closest to a drawn length: 3 words -> one sentence, 20 -> two, 40 -> four
+        assert len(query.text.split()) in (10, 20, 40)
+    counts = Counter(len(query.text.split()) for query in drawn)
+    assert counts[40] > counts[20] and counts[40] > counts[10]  # 40 words is drawn twice as often as each other
+    assert sized_to(PseudoQueryConfig(max_words="auto"), ["wind tunnel", "heat"]) == PseudoQueryConfig(max_words=3)
+    with pytest.raises(ValueError, match=r"pretrain.train\[0\]: pseudo.lengths: numbers of words"):
+        as_source_config({"queries": "pseudo", "pseudo": {"lengths": [12, 0]}}, "pretrain.train[0]")
+
+
 def test_mixing_weights_give_the_configured_proportions() -> None:
     def source(name: str, queries: int, weight: float) -> TrainingSource:
         lists = CandidateLists.from_run({f"{name}{i}": {"d": 1.0} for i in range(queries)}, qrels={
@@ -256,6 +296,18 @@ def test_sources_resolve_labels_and_teacher_scores(workdir: Path, tmp_path: Path
         source = candidates.query_id.removeprefix("pseudo:")
         assert len(candidates.doc_ids) == 10 and candidates.labels[candidates.doc_ids.index(source)] == 1
         assert candidates.labels.sum() == 1
+    # spans learn from a teacher over the other documents: a span's own document holds its words verbatim
+    spans = PseudoQueryConfig(count=12, max_words=40, lengths=(25, 40))
+    bm25s = FirstStageConfig(backend="bm25s", index_dir=str(tmp_path / "idx"))
+    taught = resolve(SourceConfig(queries="pseudo", pseudo=spans, first_stage=bm25s, targets="teacher",
+                                  teacher=TeacherConfig(bi_encoder=str(tiny_bi_encoder(tmp_path)))), "spans", context)
+    texts = {query.query_id: query.text for query in pseudo_queries(collection.documents, spans)}
+    retrieved = source_run(collection, dataclasses.replace(bm25s, retrieval_depth=10), texts).as_run()
+    assert len(taught.lists) == 12
+    for candidates in taught.lists:
+        source = candidates.query_id.removeprefix("pseudo:")
+        assert source not in candidates.doc_ids and not candidates.labels.any()
+        assert candidates.doc_ids == [doc for doc in retrieved[candidates.query_id] if doc != source][:10]
 
 
 def write_config(workdir: Path, path: Path, **sections: object) -> Path:
@@ -299,7 +351,9 @@ def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_quer
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
     auto = PseudoQueryConfig(max_words="auto", min_words=2)  # the longest query's words, within min_words and 24
     assert sized_to(auto, ["wind", "heat flux to blunt bodies"]).max_words == 5
-    assert sized_to(auto, ["wind"]).max_words == 2 and sized_to(auto, [" ".join(["wind"] * 30)]).max_words == 24
+    long = " ".join(["wind"] * 30)
+    assert sized_to(auto, ["wind"]).max_words == 2 and sized_to(auto, [long, "wind", "flutter"]).max_words == 24
+    assert not sized_to(auto, [long, "wind", "flutter"]).spans  # a median of one word: titles, not spans
     assert sized_to(PseudoQueryConfig(max_words=7), ["wind"]) == PseudoQueryConfig(max_words=7)  # a number is kept
     cranfield = Collection(CollectionConfig(**CRANFIELD))
     with pytest.raises(TypeError, match="max_words: auto"):

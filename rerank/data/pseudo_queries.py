@@ -7,10 +7,20 @@ sentence instead (cut at ``max_words`` words). With ``per_document`` above 1, a 
 sentences of its body, each a query of its own (``pseudo:<doc id>#2``, ``#3``, ...): more, and more varied, queries
 for a stage that learns from a teacher's scores over their candidates.
 
-With ``max_words: auto`` a pseudo-query is no longer than the longest of the queries the model will be asked
-(``data.collection``'s, their words; :func:`sized_to`), within ``min_words`` and ``MAX_WORDS``: where the real queries
-are a few words (NFCorpus: at most 11), the first 24 words of an abstract would teach the student a query of another
-kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before.
+With ``max_words: auto`` the pseudo-queries take the shape of the queries the model will be asked
+(``data.collection``'s; :func:`sized_to`):
+
+- **titles** where those queries are a title or a sentence (their median is at most ``MAX_WORDS`` words): a
+  pseudo-query is no longer than the longest of them, within ``min_words`` and ``MAX_WORDS``: where the real queries
+  are a few words (NFCorpus: at most 18), the first 24 words of an abstract would teach the student a query of another
+  kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before;
+- **spans** where they are paragraphs (a median above ``MAX_WORDS`` words: scholarly, patent, legal or TREC
+  description queries): a pseudo-query is a run of whole sentences of a document's body, from a seeded sentence on,
+  whose length in words is drawn from the queries' own lengths (``lengths``; the run of sentences closest to it, at
+  most ``MAX_SPAN_WORDS``), so that the stage's queries follow the real ones' length distribution. A span is its
+  document's words verbatim, which no real query is, so a span's own document is not among its candidates
+  (:mod:`rerank.training.sources`, for teacher targets): the student learns how the teacher ranks the *other*
+  documents for a paragraph.
 
 The set is deterministic: documents are taken in a seeded order (``seed``) until ``count`` usable queries are
 found. It never looks at judgments (only at documents), so it is the same for every fold. Trivial queries are
@@ -24,6 +34,7 @@ from __future__ import annotations
 import logging
 import random
 import re
+import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
@@ -39,8 +50,12 @@ PREFIX = "pseudo:"
 """Pseudo-query ids are ``pseudo:<doc id>`` (a document's first), then ``pseudo:<doc id>#2``, ``#3``, ..."""
 _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"(?<=\w)\s*[.!?]\s+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 MAX_WORDS = 24
-"""The most words ``max_words: auto`` gives a pseudo-query (the fixed default of earlier releases)."""
+"""The most words ``max_words: auto`` gives a title-like pseudo-query (the fixed default of earlier releases), and
+the median query length above which the queries are taken as paragraphs (spans)."""
+MAX_SPAN_WORDS = 192
+"""The most words of a span: about the 256 tokens that the teacher (a bi-encoder) reads of a query."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +69,9 @@ class PseudoQueryConfig:
         max_words: words a query keeps (of a title or a sentence); ``auto``: as many as the longest query of the
             collection the model is trained for, within ``min_words`` and ``MAX_WORDS`` (:func:`sized_to`).
         per_document: queries a document may give: its title (else its first sentence), then its body's next
-            sentences in order.
+            sentences in order; for spans, that many spans of its body.
+        lengths: spans instead of titles: the word lengths that each span's length is drawn from (the queries',
+            resolved by ``max_words: auto``; empty: titles). A span keeps at most ``max_words`` words.
     """
 
     count: int | None = 1000
@@ -62,6 +79,7 @@ class PseudoQueryConfig:
     min_words: int = 3
     max_words: int | Literal["auto"] = MAX_WORDS
     per_document: int = 1
+    lengths: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if self.count is not None:  # null: all
@@ -71,6 +89,22 @@ class PseudoQueryConfig:
         if not 1 <= self.min_words <= (MAX_WORDS if self.max_words == AUTO else self.max_words):
             raise ValueError(f"pseudo: need 1 <= min_words <= max_words; got {self.min_words} and {self.max_words}")
         check_range("pseudo.per_document", self.per_document, 1)
+        object.__setattr__(self, "lengths", tuple(self.lengths))  # a YAML list
+        if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.lengths):
+            raise ValueError(f"pseudo.lengths: numbers of words (>= 1); got {list(self.lengths)!r}")
+
+    @property
+    def spans(self) -> bool:
+        """Whether the pseudo-queries are spans of the documents' bodies (else titles or first sentences)."""
+        return bool(self.lengths)
+
+    def describe(self) -> str:
+        """What the pseudo-queries are, in a few words (for the run's plan)."""
+        if not self.spans:
+            return f"titles or first sentences of at most {self.max_words} words"
+        ordered = sorted(self.lengths)
+        return (f"spans of whole sentences whose lengths follow the queries' (median {ordered[len(ordered) // 2]} "
+                f"words, at most {self.max_words}), their own document left out of their candidates")
 
 
 @dataclass(frozen=True)
@@ -83,11 +117,17 @@ class PseudoQuery:
 
 
 def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryConfig:
-    """``config`` with ``max_words: auto`` resolved (a number is kept): the words of the longest of ``queries``,
-    at least ``min_words`` and at most ``MAX_WORDS``."""
+    """``config`` with ``max_words: auto`` resolved from ``queries`` (a number is kept; see the module docstring):
+    for queries of a median of at most ``MAX_WORDS`` words, titles of at most the longest query's words (within
+    ``min_words`` and ``MAX_WORDS``); for longer ones, spans whose lengths are the queries' (within ``min_words``
+    and ``MAX_SPAN_WORDS``), at most ``MAX_SPAN_WORDS`` words."""
     if config.max_words != AUTO:
         return config
-    longest = max((len(text.split()) for text in queries), default=MAX_WORDS)
+    lengths = sorted(len(text.split()) for text in queries)
+    if lengths and statistics.median(lengths) > MAX_WORDS:
+        return replace(config, max_words=MAX_SPAN_WORDS,
+                       lengths=tuple(min(MAX_SPAN_WORDS, max(config.min_words, n)) for n in lengths))
+    longest = lengths[-1] if lengths else MAX_WORDS
     return replace(config, max_words=min(MAX_WORDS, max(config.min_words, longest)))
 
 
@@ -115,8 +155,9 @@ def _draw(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
     order = sorted(titles)
     random.Random(config.seed).shuffle(order)
     owner: dict[str, PseudoQuery | None] = {}  # text -> its query, or None once several documents gave it
+    make = _spans if config.spans else _query_texts
     texts = ((doc_id, rank, text) for doc_id in order  # lazily: documents are read only until count is reached
-             for rank, text in enumerate(_query_texts(titles[doc_id], documents, doc_id, config, stopwords), start=1))
+             for rank, text in enumerate(make(titles[doc_id], documents, doc_id, config, stopwords), start=1))
     usable = 0
     for doc_id, rank, text in texts:
         if config.count is not None and usable >= config.count:
@@ -141,6 +182,33 @@ def _query_texts(title: str, documents: Documents, doc_id: str, config: PseudoQu
         if _usable(text, config, stopwords) and text not in texts:
             texts.append(text)
     return texts[: config.per_document]
+
+
+def _spans(title: str, documents: Documents, doc_id: str, config: PseudoQueryConfig,
+           stopwords: set[str]) -> list[str]:
+    """Up to ``per_document`` distinct usable spans of the document's body (its title when it has no body): for
+    each, a length drawn from ``config.lengths`` and a first sentence with at least that many words from it on (the
+    first when none has), both seeded by the document, then the run of whole sentences from there whose words come
+    closest to that length (cut at ``max_words``)."""
+    body = documents.text(doc_id).removeprefix(title).strip() or title
+    sentences = [sentence.split() for sentence in _SENTENCE.split(body) if sentence.split()]
+    draw = random.Random(f"{config.seed}/{doc_id}")
+    texts: list[str] = []
+    for _ in range(config.per_document):
+        if not sentences:
+            break
+        target = draw.choice(config.lengths)
+        left = [sum(map(len, sentences[i:])) for i in range(len(sentences))]  # words from each sentence on
+        first = draw.choice([i for i, words in enumerate(left) if words >= target] or [0])
+        words: list[str] = []
+        for sentence in sentences[first:]:
+            if words and abs(len(words) + len(sentence) - target) >= abs(len(words) - target):
+                break
+            words += sentence
+        text = " ".join(words[: config.max_words])
+        if _usable(text, config, stopwords) and text not in texts:
+            texts.append(text)
+    return texts
 
 
 def _cut(text: str, config: PseudoQueryConfig) -> str:

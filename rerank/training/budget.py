@@ -113,9 +113,11 @@ class _StepTimer(pl.Callback):
         return (self.times[-1] - self.times[0]) / max(len(self.times) - 1, 1)
 
 
-def plan_line(plan: StagePlan, tokenization: Any, training_steps: int) -> str:
-    """The one line that says what ``auto`` chose and what the run will cost."""
-    stage = (f"a {plan.steps:,}-step judgment-free stage ({plan.seconds_per_step:.2f} s a step here: "
+def plan_line(plan: StagePlan, tokenization: Any, training_steps: int, queries: str | None = None) -> str:
+    """The one line that says what ``auto`` chose and what the run will cost; ``queries``: what the stage's
+    queries are (its pseudo-queries' :meth:`~rerank.data.pseudo_queries.PseudoQueryConfig.describe`)."""
+    stage = (f"a {plan.steps:,}-step judgment-free stage{f' on {queries}' if queries else ''} "
+             f"({plan.seconds_per_step:.2f} s a step here: "
              f"{plan.minutes:.0f} min; pretrain.budget_minutes {plan.budget_minutes:g}, at most "
              f"{plan.passes:g} passes over its {plan.lists:,} lists: {plan.bound} chose)")
     folds = training_steps * plan.seconds_per_step / 60

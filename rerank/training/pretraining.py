@@ -143,6 +143,9 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
              seed, documents.source(), documents.fingerprint()]
     if sources != given:  # pseudo-queries' max_words: auto, keyed by what it resolved to (the queries may change)
         shape.append([source.pseudo.max_words for source in sources if source.pseudo is not None])
+        spans = [list(source.pseudo.lengths) for source in sources if source.pseudo is not None and source.pseudo.spans]
+        if spans:  # spans follow the queries' lengths (titles keep the key they had before spans existed)
+            shape.append(spans)
     stage = data.with_sources(sources, data.directory.root / "pretrain")  # round 1's
     if config.held_out:
         shape[0] |= {"held_out": config.held_out, "validate_every": config.validate_every,
@@ -153,7 +156,8 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         per_step = data.batch_size * (options.get("accumulate_grad_batches") or 1)  # lists an optimizer step takes
         plan = StagePlan(planned_steps(config.budget_minutes, config.passes, seconds, lists, per_step), seconds, lists,
                          config.budget_minutes, config.passes, per_step)
-        logger.info(plan_line(plan, data.tokenization, training_steps(data, trainer.get("max_epochs"))))
+        pseudo = "; ".join(source.pseudo.describe() for source in sources if source.pseudo is not None)
+        logger.info(plan_line(plan, data.tokenization, training_steps(data, trainer.get("max_epochs")), pseudo))
         config = dataclasses.replace(config, max_steps=plan.steps)
         shape[0] |= {"max_steps": config.max_steps}
     paths = [cache_path("pretrained", *shape, suffix=".safetensors")] + [

@@ -159,6 +159,8 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
     collection = context.collection if config.collection is None else Collection(
         as_collection_config(config.collection, f"{where}.collection"))
     name = config.name or f"{where} ({config.queries})"
+    if config.queries == "pseudo":
+        config = sized_pseudo_queries(config, context.collection, where)
     queries, qrels = _queries_and_qrels(config, collection, context, where)
     query_ids = _sample(sorted(queries), config)
     if config.targets == "clicks":
@@ -168,7 +170,10 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
                                                                                  queries, labels)
     if config.queries == "pseudo":
         run = lists.as_run()
-        run = {qid: _with_source(run.get(qid, {}), qrels[qid], context.rerank_depth) for qid in query_ids}
+        if config.pseudo.spans and config.targets == "teacher":  # a span is its document's words: not a candidate
+            run = {qid: _without(run.get(qid, {}), qrels[qid]) for qid in query_ids}
+        else:
+            run = {qid: _with_source(run.get(qid, {}), qrels[qid], context.rerank_depth) for qid in query_ids}
         lists = CandidateLists.from_run(run, queries, labels, query_ids, context.rerank_depth)
     if config.teacher is not None and config.targets != "qrels":
         lists = lists.with_teacher(teacher_scores(config.teacher, lists.as_run(), queries, collection.documents))
@@ -209,7 +214,7 @@ def _click_source(config: SourceConfig, collection: Collection, queries: Mapping
 def _queries_and_qrels(config: SourceConfig, collection: Collection, context: SourceContext,
                        where: str) -> tuple[dict[str, str], Qrels]:
     if config.queries == "pseudo":
-        drawn = pseudo_queries(collection.documents, sized_pseudo_queries(config, context.collection, where).pseudo)
+        drawn = pseudo_queries(collection.documents, config.pseudo)
         return {q.query_id: q.text for q in drawn}, {q.query_id: {q.doc_id: 1} for q in drawn}
     if config.queries == "train":
         qrels = collection.qrels
@@ -229,9 +234,13 @@ def sized_pseudo_queries(config: SourceConfig, collection: Collection, where: st
     if config.pseudo is None or config.pseudo.max_words != AUTO:
         return config
     pseudo = sized_to(config.pseudo, collection.queries.values())
-    logger.info("%s: pseudo-queries of at most %d words (max_words: auto: the longest of the %d queries of %s, "
-                "within %d and %d)", where, pseudo.max_words, len(collection.queries), collection.name,
-                pseudo.min_words, MAX_WORDS)
+    if pseudo.spans:
+        logger.info("%s: pseudo-queries are %s (max_words: auto: the %d queries of %s have a median of more than %d "
+                    "words)", where, pseudo.describe(), len(collection.queries), collection.name, MAX_WORDS)
+    else:
+        logger.info("%s: pseudo-queries of at most %d words (max_words: auto: the longest of the %d queries of %s, "
+                    "within %d and %d)", where, pseudo.max_words, len(collection.queries), collection.name,
+                    pseudo.min_words, MAX_WORDS)
     return dataclasses.replace(config, pseudo=pseudo)
 
 
@@ -257,6 +266,11 @@ def _candidates(config: SourceConfig, collection: Collection, queries: Mapping[s
 def source_run(collection: Collection, first_stage: FirstStageConfig, queries: Mapping[str, str]) -> CandidateLists:
     """The first-stage run of ``queries`` on ``collection`` (:func:`~rerank.first_stage.cached_run`)."""
     return read_candidates(cached_run(collection, first_stage, queries))
+
+
+def _without(candidates: dict[str, float], relevant: Mapping[str, int]) -> dict[str, float]:
+    """A pseudo-query's candidates without its source document."""
+    return {doc: score for doc, score in candidates.items() if doc not in relevant}
 
 
 def _with_source(candidates: dict[str, float], relevant: Mapping[str, int], depth: int) -> dict[str, float]:
