@@ -19,7 +19,8 @@ from rerank.data.trec import read_run, write_run
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
 ELSEWHERE = {  # scripts that other test modules run
     "bench_deployed.py": "test_bench_scripts.py", "bench_gpu.py": "test_bench_gpu.py",
-    "bench_loaders.py": "test_bench_scripts.py", "bench_startup.py": "test_bench_scripts.py",
+    "bench_loaders.py": "test_bench_scripts.py", "bench_serve.py": "test_serve.py",
+    "bench_startup.py": "test_bench_scripts.py",
     "delta_by_length.py": "test_delta_by_length.py", "export_stage.py": "test_sources.py",
     "make_collection.py": "test_make_collection.py", "probe_teacher_feedback.py": "test_sources.py",
     "shape_collections.py": "test_bench_scripts.py", "split_half_deploy.py": "test_cv.py",

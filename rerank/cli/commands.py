@@ -7,6 +7,7 @@ COMMANDS = {
     "fit": "train a re-ranker, test its best checkpoint, export it",
     "cv": "cross-validate: one fit per test fold, then the runs and metrics over all folds",
     "predict": "re-rank a run with a trained model, on one device or many",
+    "serve": "serve a trained model's deployed ranker over HTTP (Cohere's and text-embeddings-inference's APIs)",
     "bm25": "the first-stage run of a collection and its metrics",
     "teacher": "score a collection's candidates with a teacher (a bi-encoder) for distillation",
     "compare": "compare runs with paired t-tests, as a markdown table and plots",
@@ -20,6 +21,7 @@ READS = {
     "teacher": ("output_dir", "run", "teacher", "data.collection", "data.first_stage", "data.rerank_depth",
                 "model.metrics"),
     "compare": ("systems", "qrels", "alpha", "output", "data.collection"),
+    "serve": ("serve", "ranker", "model.model_name"),
     "clicks": ("output_dir", "run", "clicks", "data.collection", "data.first_stage", "data.folds"),
     "interleave": ("output_dir", "run_a", "run_b", "clicks", "data.collection", "data.folds"),
 }

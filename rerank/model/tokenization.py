@@ -153,6 +153,19 @@ class PairTokenizer:
                 if row < config.max_passages or pair_of_row[row - config.max_passages] != pair]
         return {key: [value[row] for row in keep] for key, value in rows.items()}, [pair_of_row[row] for row in keep]
 
+    def cut(self, query: str, documents: list[str]) -> tuple[bool, list[int]]:
+        """Whether the rows cut ``query`` (longer than ``max_query_length``), and the indices of the ``documents``
+        they cut: longer than what the row leaves them (``first``), or than ``max_passages`` passages hold
+        (``maxp``; a passage starts ``stride`` tokens before the previous one's end)."""
+        config = self.config
+        words = 2 * config.max_length * (config.max_passages if config.passages == "maxp" else 1) + 1
+        lengths = self.tokenizer([query, *(head(document, words) for document in documents)],
+                                 add_special_tokens=False, verbose=False)["input_ids"]
+        query_length, *document_lengths = map(len, lengths)
+        window = config.max_length - min(query_length, config.max_query_length) - 3
+        held = window if config.passages == "first" else window + (config.max_passages - 1) * (window - config.stride)
+        return query_length > config.max_query_length, [i for i, n in enumerate(document_lengths) if n > held]
+
     def pad(self, rows: dict[str, list], pair_of_row: list[int] | None = None) -> PairInputs:
         """Unpadded rows (from :meth:`encode`) padded to the longest one, on the tokenizer's padding side and with
         its pad ids (what ``tokenizer.pad`` gives); ``pair_of_row`` (MaxP) becomes ``passage_to_pair``.

@@ -1,0 +1,51 @@
+"""The server's settings: ``serve:`` in the YAML, ``--serve.port 8080`` on the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..checks import check_range
+from ..model.scorer import PRECISIONS
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """How ``rerank serve`` listens, batches and refuses.
+
+    Attributes:
+        host: the address to listen on (``0.0.0.0`` for every interface).
+        port: the TCP port (0: a free one, printed when the server listens).
+        max_documents: the most documents (``documents``, ``texts``) one request may send.
+        max_body_bytes: the largest request body; a larger one is refused (413) before it is read whole.
+        batch_pairs: the most (query, document) pairs scored together, from however many requests.
+        max_wait_ms: how long the first request of a batch waits for others to join it (0: the batch is whatever
+            is queued when the scorer is free).
+        max_queue_pairs: the most pairs waiting to be scored; a request that would exceed it is refused (503 with
+            ``Retry-After``), so the server's memory stays bounded under any load.
+        batch_size: rows per forward pass of the cross-encoder (length-sorted, as ``rerank predict`` sorts them).
+        device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one).
+        precision: what the cross-encoder scores in (:data:`rerank.model.scorer.PRECISIONS`).
+        graceful_seconds: after SIGTERM, how long requests in flight may take to finish before the server exits.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_documents: int = 1000
+    max_body_bytes: int = 8 * 2**20
+    batch_pairs: int = 256
+    max_wait_ms: float = 2.0
+    max_queue_pairs: int = 16384
+    batch_size: int = 32
+    device: str | None = None
+    precision: str = "32"
+    graceful_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        check_range("port", self.port, 0, 65535)
+        for name in ("max_documents", "max_body_bytes", "batch_pairs", "batch_size"):
+            check_range(name, getattr(self, name), 1)
+        check_range("max_queue_pairs", self.max_queue_pairs, self.max_documents)
+        check_range("max_wait_ms", self.max_wait_ms, 0)
+        check_range("graceful_seconds", self.graceful_seconds, 0)
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
