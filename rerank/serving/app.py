@@ -36,9 +36,9 @@ import logging
 import math
 import threading
 import uuid
-from importlib.metadata import version
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from typing import Any
 
 from fastapi import FastAPI, Request
