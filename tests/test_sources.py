@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert, tiny_bi_encoder
 from safetensors.torch import load_file
@@ -344,6 +345,14 @@ def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, t
                            "--data.folds.test", "1"])
     assert "pre-training stage, round 1 of 1: weights from the cache" in caplog.text
     assert second == first  # loading the stage continues exactly as training it did
+    # the qrels head cannot touch a stage of teacher targets: trained anew with another head, the stage has the same
+    # weights, to the bit, under the same key, so that every head of a loss study shares one cached stage
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "other-cache"))
+    fit.main(["--config", str(config), "--output_dir", str(tmp_path / "hinge"), "--model.loss", "hinge"])
+    stages = [sorted((tmp_path / cache / "pretrained").glob("*.safetensors")) for cache in ("cache", "other-cache")]
+    assert [path.name for path in stages[0]] == [path.name for path in stages[1]] and len(stages[0]) == 1
+    listnet, hinge = (load_file(paths[0]) for paths in stages)
+    assert listnet.keys() == hinge.keys() and all(torch.equal(listnet[name], hinge[name]) for name in listnet)
 
 
 def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_queries(
@@ -439,7 +448,7 @@ def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
     return yaml.safe_load(capsys.readouterr().out)
 
 
-STACKED = ("ablation", "clicks")
+STACKED = ("ablation", "clicks", "losses")
 """Config folders whose files stack on the default (cranfield.yaml)."""
 
 

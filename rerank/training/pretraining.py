@@ -63,6 +63,10 @@ MODEL_OPTIONS_IGNORED = ("metrics", "selection_metric", "interpolate", "interpol
 """Model settings that cannot change the stage's weights (evaluation only)."""
 CLICK_OPTIONS = ("click_loss", "click_loss_args")
 """Model settings that change the stage's weights only when one of its sources learns from clicks."""
+QRELS_OPTIONS = ("loss", "loss_args")
+"""Model settings that change the stage's weights only when one of its sources learns from judgments (``targets:
+qrels`` or ``both``): a batch without a relevant candidate gives the qrels head a graph-connected 0, so a stage of
+teacher targets trains the same weights whatever the head, and is shared by every head (the loss study)."""
 
 
 @dataclass
@@ -135,7 +139,8 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
     given = as_source_configs(config.train, "pretrain.train")
     sources = [sized_pseudo_queries(source, data.collection, f"pretrain.train[{i}]") for i, source in enumerate(given)]
-    ignored = MODEL_OPTIONS_IGNORED + (() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
+    ignored = (MODEL_OPTIONS_IGNORED + (() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
+               + (() if any(source.targets in ("qrels", "both") for source in sources) else QRELS_OPTIONS))
     model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
     documents = data.collection.documents
     shape = [{"train": config.train, "max_steps": config.max_steps}, model_settings, dataclasses.asdict(data.settings),

@@ -1,0 +1,185 @@
+"""The loss heads compared inside the default recipe (docs/experiments/loss-study.md, pre-registered there): one
+``rerank cv`` per head, the qrels head swapped (``--config losses/<head>.yaml``), everything else the recipe's, the
+judgment-free stage shared by every head (it reads no judgment, so its cache key leaves the qrels head out), then
+the heads against ListNet (today's head) over all queries.
+
+    python scripts/loss_study.py --out runs/loss-study/cranfield -- --config cranfield.yaml --pretrain.max_steps 1000
+    python scripts/loss_study.py --out runs/loss-study/cranfield-qrels --qrels-only -- --config cranfield.yaml \\
+        --pretrain.max_steps 1000
+
+What follows ``--`` is passed to every ``rerank cv`` (the collection, the stage's steps pinned so that a busy machine
+cannot give one head a shorter stage). Resumable: a head whose ``cv_metrics.json`` exists is not run again, and an
+interrupted head's ``rerank cv`` resumes its folds. Then ``OUT/report.json``, ``OUT/report.md`` and
+``OUT/folds.png``: for each head, the pure re-ranker and the deployed ranker on nDCG@10 (primary), nDCG@20, MAP and
+P@10 over all the folds' judged queries (a query without candidates counts 0, as ``rerank cv`` counts it), each fold's
+validation nDCG@10, and against the reference head (``--reference``, ListNet) the mean difference, the p-value of a
+paired t-test over queries, the Bonferroni-corrected one (times the number of heads compared) and the smallest
+difference that test detects at 80 % power from the per-query spread (``(z(1 - a/2m) + z(0.8)) sd / sqrt(n)``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from scipy import stats
+
+from rerank.data.collection import Collection, as_collection_config
+from rerank.data.folds import FoldsConfig, make_split
+from rerank.data.trec import read_run
+from rerank.evaluation import evaluate, paired_p
+from rerank.run_directory import CrossValidationDirectory
+
+HEADS = ("listnet", "hinge", "smoothi_ndcg", "softndcg", "lambdarank", "neural_ndcg")
+MEASURES = ("nDCG@10", "nDCG@20", "MAP", "P@10")
+PRIMARY = "nDCG@10"
+RANKERS = {"pure": "reranker", "deployed": "deployed"}
+ALPHA, POWER = 0.05, 0.8
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
+
+def run_heads(heads: list[str], out: Path, cv_arguments: list[str], qrels_only: bool) -> None:
+    """``rerank cv`` for each head not yet done (its ``cv_metrics.json`` absent), one after the other."""
+    for head in heads:
+        folder = CrossValidationDirectory(out / head)
+        if folder.metrics.exists():
+            print(f"{head}: done before ({folder.metrics})", flush=True)
+            continue
+        command = [sys.executable, "-m", "rerank", "cv", *cv_arguments, "--config",
+                   str(CONFIGS / "losses" / f"{head}.yaml"),
+                   *(["--config", str(CONFIGS / "losses" / "qrels-only.yaml")] if qrels_only else []),
+                   "--output_dir", str(folder.root)]
+        print(f"{head}: {' '.join(command)}", flush=True)
+        subprocess.run(command, check=True)
+
+
+def qrels_of(out: Path, head: str) -> dict[str, dict[str, int]]:
+    """The judgments of the judged test queries of the folds the head ran (all of the collection's, for every fold),
+    as ``rerank cv`` measures them."""
+    folder = CrossValidationDirectory(out / head)
+    folds = folder.read_metrics()["folds"]
+    config = yaml.safe_load((folder.fold(folds[0]).root / "config.yaml").read_text())["data"]
+    qrels = Collection(as_collection_config(config["collection"], "data.collection")).qrels
+    splits = (make_split(FoldsConfig(**{**config["folds"], "test": fold}), qrels) for fold in folds)
+    return {qid: qrels[qid] for split in splits for qid in split.test if qid in qrels}
+
+
+def per_query(out: Path, head: str, qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, list[float]]]:
+    """Each ranker's values of each measure over the judged queries, in query-id order (0 without candidates)."""
+    folder = CrossValidationDirectory(out / head)
+    return {name: {measure: evaluate(read_run(folder.run(system)), qrels, MEASURES).values(measure)
+                   for measure in MEASURES} for name, system in RANKERS.items()}
+
+
+def validation(out: Path, head: str) -> list[float]:
+    """Each fold's validation nDCG@10 of the pure re-ranker (its tested checkpoint's, the figure its deployment was
+    chosen on)."""
+    folder = CrossValidationDirectory(out / head)
+    folds = folder.read_metrics()["folds"]
+    return [folder.fold(k).read_deployment()["validation"]["reranker"] for k in folds]
+
+
+def detectable(differences: list[float], comparisons: int) -> float:
+    """The smallest mean difference a two-sided paired t-test at ``ALPHA / comparisons`` detects with ``POWER``."""
+    spread = math.sqrt(sum((d - sum(differences) / len(differences)) ** 2 for d in differences)
+                       / (len(differences) - 1))
+    z = stats.norm.ppf(1 - ALPHA / (2 * comparisons)) + stats.norm.ppf(POWER)
+    return z * spread / math.sqrt(len(differences))
+
+
+def report(out: Path, heads: list[str], reference: str) -> dict:
+    qrels = qrels_of(out, heads[0])
+    values = {head: per_query(out, head, qrels) for head in heads}
+    compared = [head for head in heads if head != reference]
+    result: dict = {"queries": len(next(iter(values.values()))["pure"][PRIMARY]), "reference": reference,
+                    "heads": {}}
+    for head in heads:
+        folder = CrossValidationDirectory(out / head).read_metrics()
+        entry: dict = {"validation": validation(out, head),
+                       "per_fold": {name: [fold[PRIMARY] for fold in folder["per_fold"][system]]
+                                    for name, system in RANKERS.items()}}
+        for name in RANKERS:
+            entry[name] = {measure: sum(v) / len(v) for measure, v in values[head][name].items()}
+            if head != reference:
+                ours, theirs = values[head][name][PRIMARY], values[reference][name][PRIMARY]
+                differences = [a - b for a, b in zip(ours, theirs)]
+                p = paired_p(ours, theirs)
+                entry[name] |= {"difference": sum(differences) / len(differences), "p": p,
+                                "p_bonferroni": min(1.0, p * len(compared)),
+                                "detectable": detectable(differences, len(compared))}
+        entry["validation_mean"] = sum(entry["validation"]) / len(entry["validation"])
+        result["heads"][head] = entry
+    (out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
+    (out / "report.md").write_text(markdown(result))
+    plot(result, out / "folds.png")
+    return result
+
+
+def markdown(result: dict) -> str:
+    reference = result["reference"]
+    lines = [f"| head | validation {PRIMARY} | pure {PRIMARY} | against {reference} (p, Bonferroni) | deployed "
+             f"{PRIMARY} | against {reference} (p, Bonferroni) | pure nDCG@20 | pure MAP | pure P@10 |",
+             "|---|---:|---:|---|---:|---|---:|---:|---:|"]
+    for head, entry in result["heads"].items():
+        cells = []
+        for name in RANKERS:
+            values = entry[name]
+            against = ("" if head == reference else f"{values['difference']:+.4f} (p = {values['p']:.2g}, "
+                       f"{values['p_bonferroni']:.2g}; detectable {values['detectable']:.4f})")
+            cells += [f"{values[PRIMARY]:.4f}", against]
+        pure = entry["pure"]
+        lines.append(f"| {head} | {entry['validation_mean']:.4f} | {' | '.join(cells)} | {pure['nDCG@20']:.4f} | "
+                     f"{pure['MAP']:.4f} | {pure['P@10']:.4f} |")
+    return "\n".join(lines) + f"\n\nOver {result['queries']} queries.\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(RANKERS), figsize=(5 * len(RANKERS), 3.6), sharey=True)
+    for axis, name in zip(axes, RANKERS):
+        for head, entry in result["heads"].items():
+            folds = entry["per_fold"][name]
+            axis.plot(range(1, len(folds) + 1), folds, marker="o", label=head)
+        axis.set_title(f"{name}: {PRIMARY} per test fold")
+        axis.set_xlabel("fold")
+        axis.set_xticks(range(1, len(folds) + 1))
+    axes[0].set_ylabel(PRIMARY)
+    axes[-1].legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    arguments = sys.argv[1:] if argv is None else argv
+    ours, cv_arguments = (arguments[: arguments.index("--")], arguments[arguments.index("--") + 1:]) \
+        if "--" in arguments else (arguments, [])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--heads", nargs="+", default=list(HEADS), choices=HEADS)
+    parser.add_argument("--reference", default="listnet")
+    parser.add_argument("--qrels-only", action="store_true",
+                        help="the training folds learn from their qrels alone (no teacher), the stage kept")
+    parser.add_argument("--report-only", action="store_true", help="report the heads already run")
+    args = parser.parse_args(ours)
+    if args.reference not in args.heads:
+        parser.error(f"--reference {args.reference} must be one of --heads")
+    args.out.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        run_heads(args.heads, args.out, cv_arguments, args.qrels_only)
+    result = report(args.out, args.heads, args.reference)
+    print((args.out / "report.md").read_text())
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""The loss study (docs/experiments/loss-study.md): every head it compares trains inside the default recipe's two-term
+loss (the qrels head plus the teacher's distillation), and ``scripts/loss_study.py`` runs end to end, resumes, and
+reports, on a tiny model."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, load_script, tiny_bert
+from scipy import stats
+
+from rerank.data.trec import read_run
+from rerank.evaluation import evaluate, paired_p
+from rerank.training.batches import TrainingBatch
+from rerank.training.lightning_module import RerankModule
+
+STUDY = load_script("loss_study")
+RECIPE = yaml.safe_load((REPO / "configs" / "cranfield.yaml").read_text())["model"]
+
+
+@pytest.mark.parametrize("head", STUDY.HEADS)
+def test_each_head_lowers_the_recipes_two_term_loss(head: str, tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO / "configs" / "losses" / f"{head}.yaml").read_text())["model"]
+    torch.manual_seed(0)
+    module = RerankModule(str(tiny_bert(tmp_path / "bert", dropout=0.0)), loss=config["loss"],
+                          loss_args=config["loss_args"], teacher_loss=RECIPE["teacher_loss"],
+                          teacher_loss_args=RECIPE["teacher_loss_args"], teacher_weight=RECIPE["teacher_weight"])
+    queries = ["wind tunnel", "heat flux"]
+    documents = [["wind tunnel model", "heat flux", "aircraft", "similarity laws"],
+                 ["heat flux laws", "wind", "query document", "heat flux to a model"]]
+    inputs = module.model.pair_tokenizer()([q for q, docs in zip(queries, documents) for _ in docs],
+                                           [doc for docs in documents for doc in docs])
+    batch = TrainingBatch(inputs=inputs, labels=torch.tensor([[2, 0, 0, 1], [1, 0, 0, 2]]),
+                          mask=torch.ones(2, 4, dtype=torch.bool), slots=torch.arange(8),
+                          teacher=torch.tensor([[0.62, 0.31, 0.20, 0.45], [0.50, 0.22, 0.18, 0.66]]))
+    optimizer = torch.optim.AdamW(module.parameters(), lr=3e-3)
+    first = module.list_losses(batch)
+    assert first["qrels"] > 0 and first["teacher"] > 0  # both terms take part
+    for _ in range(30):
+        optimizer.zero_grad()
+        module.list_loss(batch).backward()
+        optimizer.step()
+    last = module.list_losses(batch)
+    assert last["loss"] < first["loss"] and last["qrels"] < first["qrels"]
+
+
+@pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
+def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp_path: Path) -> None:
+    folder = cranfield_workdir(tmp_path / "work")
+    config = {"model": {"model_name": str(folder / "bert"), "interpolate": True, "selection_metric": "nDCG@10",
+                        "tokenization": {"max_length": 48, "max_query_length": 16}},
+              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
+                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
+                       "batch_size": 2, "train": [{"queries": "train", "targets": "both",
+                                                   "teacher": {"run": str(folder / "bm25.run")}}]},
+              "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
+                          "num_sanity_val_steps": 0}}
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "study"
+    arguments = ["--out", str(out), "--heads", "listnet", "hinge", "--", "--config", str(folder / "config.yaml"),
+                 "--folds", "1,2"]
+    report = STUDY.main(arguments)
+    assert set(report["heads"]) == {"listnet", "hinge"}
+    qrels = STUDY.qrels_of(out, "listnet")
+    assert report["queries"] == len(qrels) < 225  # the judged test queries of folds 1 and 2
+    for name, system in (("pure", "test.run"), ("deployed", "test.deployed.run")):
+        runs = {head: read_run(out / head / system) for head in ("listnet", "hinge")}
+        ours, theirs = (evaluate(runs[head], qrels, ["nDCG@10"]) for head in ("hinge", "listnet"))
+        hinge = report["heads"]["hinge"][name]
+        assert hinge["nDCG@10"] == pytest.approx(ours.mean["nDCG@10"], abs=1e-12)
+        assert hinge["p"] == pytest.approx(paired_p(ours.values("nDCG@10"), theirs.values("nDCG@10")))
+        assert hinge["p_bonferroni"] == pytest.approx(min(1.0, hinge["p"]))  # one head compared
+        differences = [a - b for a, b in zip(ours.values("nDCG@10"), theirs.values("nDCG@10"))]
+        spread = statistics.stdev(differences) / len(differences) ** 0.5
+        assert hinge["detectable"] == pytest.approx((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * spread)
+    assert len(report["heads"]["hinge"]["validation"]) == 2 and (out / "folds.png").stat().st_size > 0
+    assert json.loads((out / "report.json").read_text()) == report
+    # resumed: a head whose cv is done is not run again (its files untouched)
+    before = (out / "hinge" / "cv_metrics.json").stat().st_mtime_ns
+    again = subprocess.run([sys.executable, str(REPO / "scripts" / "loss_study.py"), *arguments], capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    assert "hinge: done before" in again.stdout and (out / "hinge" / "cv_metrics.json").stat().st_mtime_ns == before
