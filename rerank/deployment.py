@@ -70,6 +70,9 @@ class Deployment:
         measure: the validation measure the choice was made on (``model.selection_metric``).
         validation: that measure on the validation queries for each ranker measured there, the zero-shot ones too.
         excluded: the rankers that could not be deployed, each with the reason.
+        queries: how many validation queries the choice rests on (None: not recorded).
+        resolution: the smallest difference between the fine-tuned re-ranker and the teacher on ``measure`` that
+            those queries tell from chance, two standard errors of their per-query difference (None: no teacher).
     """
 
     ranker: str = "reranker"
@@ -78,6 +81,8 @@ class Deployment:
     measure: str | None = None
     validation: dict[str, float] = field(default_factory=dict)
     excluded: dict[str, str] = field(default_factory=dict)
+    queries: int | None = None
+    resolution: float | None = None
 
     def __post_init__(self) -> None:
         if self.ranker not in RANKERS:
@@ -141,13 +146,20 @@ class Deployment:
             lines.append(f"the deployed ranker, {self.describe()}, gives the fine-tuned re-ranker no weight: "
                          "training added nothing that validation could see")
         lines += [f"{ranker} is not deployed: {why}" for ranker, why in self.excluded.items()]
+        if self.queries is not None and self.queries < FEW_QUERIES:
+            lines.append(f"the choices of this fit (the checkpoint, the deployed ranker) rest on {self.queries} "
+                         "validation queries" + ("" if self.resolution is None else
+                                                 f", which cannot tell the re-ranker from the teacher by less than "
+                                                 f"{self.resolution:.4f} {self.measure}")
+                         + ": rerank cv measures every query of the collection")
         return lines
 
     def as_dict(self) -> dict[str, Any]:
         """Plain values, as stored in ``config.json`` (``rerank.deployment``) and in checkpoints."""
         return {"ranker": self.ranker, "weights": dict(self.weights), "normalisation": NORMALISATION,
                 "teacher": None if self.teacher is None else dataclasses.asdict(self.teacher),
-                "measure": self.measure, "validation": dict(self.validation), "excluded": dict(self.excluded)}
+                "measure": self.measure, "validation": dict(self.validation), "excluded": dict(self.excluded),
+                "queries": self.queries, "resolution": self.resolution}
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], where: str) -> Deployment:
@@ -156,11 +168,14 @@ class Deployment:
             teacher = values.get("teacher")
             return cls(ranker=values["ranker"], weights=dict(values["weights"]),
                        teacher=None if teacher is None else TeacherConfig(**teacher), measure=values.get("measure"),
-                       validation=dict(values.get("validation") or {}), excluded=dict(values.get("excluded") or {}))
+                       validation=dict(values.get("validation") or {}), excluded=dict(values.get("excluded") or {}),
+                       queries=values.get("queries"), resolution=values.get("resolution"))
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{where}: rerank.deployment is not one rerank wrote ({error})") from None
 
 
+FEW_QUERIES = 30
+"""Below this many validation queries, a fit says that its choices rest on few queries, and how fine they are."""
 TEACHER_ALONE = {"reranker": 0.0, "teacher": 1.0, "first_stage": 0.0}
 """The fused weights that deploy the teacher alone: where :func:`beats_teacher` falls back."""
 
@@ -185,6 +200,13 @@ def beats_teacher(chosen: Sequence[float], teacher: Sequence[float]) -> bool:
     difference = np.asarray(chosen, dtype=float) - np.asarray(teacher, dtype=float)
     return len(difference) > 1 and float(difference.mean()) > float(difference.std(ddof=1)) / math.sqrt(
         len(difference))
+
+
+def resolution(ours: Sequence[float], teacher: Sequence[float]) -> float | None:
+    """Two standard errors of the mean per-query difference ``ours - teacher``: the smallest mean difference these
+    queries tell from chance (None with fewer than two queries)."""
+    difference = np.asarray(ours, dtype=float) - np.asarray(teacher, dtype=float)
+    return 2 * float(difference.std(ddof=1)) / math.sqrt(len(difference)) if len(difference) > 1 else None
 
 
 def deployable_teacher(teacher: TeacherConfig | None) -> str | None:

@@ -233,6 +233,10 @@ def test_the_fit_deploys_the_teacher_alone_unless_the_choice_beats_it(tmp_path: 
         assert module.fusion_weights == (0.0, 1.0, 0.0) and deployment.validation["fused"] == teachers == 1.0
     else:
         assert teachers < 0.7 and deployment.ranker == "reranker" and module.fusion_weights == (1.0, 0.0, 0.0)
+    # what the choice rests on: the 8 judged validation queries, and the difference they can tell, two standard
+    # errors of the re-ranker's per-query difference to the teacher (0 here: the same difference on every query)
+    assert deployment.queries == 8 and deployment.resolution == pytest.approx(0.0, abs=1e-12)
+    assert Deployment.from_dict(deployment.as_dict(), "x") == deployment
 
 
 def test_the_summary_says_when_the_teacher_alone_is_deployed_and_why() -> None:
@@ -246,3 +250,25 @@ def test_the_summary_says_when_the_teacher_alone_is_deployed_and_why() -> None:
     mixed = Deployment("fused", {"reranker": 0.6, "teacher": 0.2, "first_stage": 0.2}, TeacherConfig(bi_encoder="b"),
                        "nDCG@10", figures)
     assert rule(mixed).startswith("the highest on validation, nDCG@10 0.3400 (against re-ranker 0.3255")
+
+
+def test_a_choice_on_few_validation_queries_says_how_fine_it_is(tmp_path: Path) -> None:
+    """The resolution is two standard errors of the per-query difference (scipy's, independently); below 30
+    validation queries the fit warns, naming it, and the summary line says how many queries the choice rests on."""
+    from scipy import stats
+
+    from rerank.cli.summary import fit_summary
+    from rerank.deployment import resolution
+    from rerank.run_directory import RunDirectory
+
+    rng = np.random.default_rng(3)
+    ours, theirs = rng.random(15), rng.random(15)
+    assert resolution(ours, theirs) == pytest.approx(2 * stats.sem(ours - theirs))
+    assert resolution([0.5], [0.2]) is None
+    few = Deployment(measure="nDCG@10", validation={"reranker": 0.41, "teacher": 0.40}, queries=15, resolution=0.083)
+    assert ("the choices of this fit (the checkpoint, the deployed ranker) rest on 15 validation queries, which cannot "
+            "tell the re-ranker from the teacher by less than 0.0830 nDCG@10: rerank cv measures every query of the "
+            "collection") in few.warnings()
+    assert not [line for line in Deployment(queries=45, resolution=0.04).warnings() if "rest on" in line]
+    lines = fit_summary({"reranker": {"nDCG@10": 0.4}}, few, RunDirectory(tmp_path), "nDCG@10", 15)
+    assert any(isinstance(line, str) and line.endswith(", on 15 validation queries") for line in lines)

@@ -41,7 +41,8 @@ def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, di
         validation = deployment.validation.get(system)
         table.add_row(name, weights(metrics[system]), f"{metrics[system][measure]:.4f}",
                       "" if validation is None else f"{validation:.4f}", MARK if system == deployment.ranker else "")
-    lines: list[str | Table] = [table, f"deployed: {deployment.describe()}: {rule(deployment)}"]
+    lines: list[str | Table] = [table, f"deployed: {deployment.describe()}: {rule(deployment)}"
+                                + (f", on {deployment.queries} validation queries" if deployment.queries else "")]
     lines += [f"warning: {line}" for line in deployment.warnings()]
     model = directory.model
     lines += [f"model: {model} (rerank predict and rerank.Reranker re-rank with the deployed ranker; transformers "

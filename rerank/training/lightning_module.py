@@ -48,7 +48,16 @@ from transformers import get_linear_schedule_with_warmup
 
 from ..checks import check_range
 from ..data.trec import Qrels, Run, write_run
-from ..deployment import RANKERS, TEACHER_ALONE, Deployment, beats_teacher, choose, deployable_teacher, portable
+from ..deployment import (
+    RANKERS,
+    TEACHER_ALONE,
+    Deployment,
+    beats_teacher,
+    choose,
+    deployable_teacher,
+    portable,
+    resolution,
+)
 from ..errors import UserError
 from ..evaluation import METRICS, evaluate, trec_measure
 from ..interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
@@ -374,18 +383,22 @@ class RerankModule(pl.LightningModule):
         ranker = choose(candidates) if self.hparams.deploy == "auto" else self.hparams.deploy
         if ranker not in candidates:
             raise ValueError(f"model.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
+        measure, qrels = self.hparams.selection_metric, self._qrels("validation")
+        fineness = None
+        if parts["teacher"] is not None:
+            pure, alone = (evaluate(parts[part], qrels, [measure]) for part in ("reranker", "teacher"))
+            fineness = resolution(pure.values(measure), alone.values(measure))
         if self.hparams.deploy == "auto" and "fused" in candidates:
             runs = parts["reranker"], parts["first_stage"], parts["teacher"]
             chosen = Deployment(ranker, self._weights(ranker), teacher if ranker == "fused" else None).combine(*runs)
             alone = Deployment("fused", dict(TEACHER_ALONE), teacher).combine(*runs)
-            measure = self.hparams.selection_metric
-            ours, teachers = (evaluate(run, self._qrels("validation"), [measure]) for run in (chosen, alone))
+            ours, teachers = (evaluate(run, qrels, [measure]) for run in (chosen, alone))
             if not beats_teacher(ours.values(measure), teachers.values(measure)):
                 ranker, self.fusion_weights = "fused", tuple(TEACHER_ALONE[name] for name in FUSED)
                 figures["fused"] = teachers.mean[measure]
         return Deployment(ranker=ranker, weights=self._weights(ranker),
-                          teacher=portable(teacher) if ranker == "fused" else None,
-                          measure=self.hparams.selection_metric, validation=figures, excluded=excluded)
+                          teacher=portable(teacher) if ranker == "fused" else None, measure=measure,
+                          validation=figures, excluded=excluded, queries=len(qrels), resolution=fineness)
 
     def _weights(self, ranker: str) -> dict[str, float]:
         """``ranker``'s weights as validation chose them (:class:`~rerank.deployment.Deployment`'s ``weights``)."""
