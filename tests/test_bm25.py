@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -153,6 +154,26 @@ def test_the_jvm_starts_without_warnings_of_its_own(tmp_path: Path) -> None:
     assert "sun.misc.Unsafe" not in done.stderr, done.stderr
 
 
+def test_the_console_shows_reranks_words_and_the_run_directory_keeps_the_jvms(tmp_path: Path) -> None:
+    """``rerank bm25`` with pyserini: Anserini's INFO lines and Lucene's Java warning are not on the console (a user
+    cannot act on them), but in the run directory's ``rerank.log``, at debug level, after rerank's own lines."""
+    (tmp_path / "docs.jsonl").write_text('{"doc_id": "a", "text": "wind tunnel"}\n{"doc_id": "b", "text": "heat"}\n')
+    (tmp_path / "queries.tsv").write_text("1\twind\n")
+    (tmp_path / "qrels.txt").write_text("1 0 a 1\n")
+    collection = (f"{{docs: {tmp_path / 'docs.jsonl'}, queries: {tmp_path / 'queries.tsv'}, "
+                  f"qrels: {tmp_path / 'qrels.txt'}}}")
+    done = subprocess.run([sys.executable, "-m", "rerank", "bm25", "--data.collection", collection,
+                           "--data.first_stage.backend", "pyserini", "--data.first_stage.index_dir",
+                           str(tmp_path / "idx"), "--output_dir", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "RERANK_CACHE": str(tmp_path / "cache")})
+    assert done.returncode == 0, done.stderr[-2000:]
+    console = done.stdout + done.stderr
+    assert "SimpleIndexer" not in console and "Lucene" not in console and "Seed set" not in console, console
+    log = (tmp_path / "run" / "rerank.log").read_text()
+    assert "DEBUG rerank.first_stage: pyserini: " in log and "SimpleIndexer" in log
+    assert log.index("INFO rerank.data.collection") < log.index("SimpleIndexer")  # the file begins with the command
+
+
 def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch,
                                                                         caplog: pytest.LogCaptureFixture) -> None:
@@ -288,8 +309,8 @@ def test_a_jvm_that_cannot_start_is_one_error_naming_the_options(tmp_path: Path,
     config = CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
                               cache_dir=str(tmp_path / "arrow"))
     with pytest.raises(RuntimeError, match=r"first-stage process \(BM25 with pyserini on " + tmp_path.name +
-                       r"\) ended with exit status 1 and no result: see its messages above \(a JVM that cannot start "
-                       r"with RERANK_JAVA_OPTIONS='-Xmx1k' exits so\)"):
+                       r"\) ended with exit status 1 and no result: a JVM that cannot start with "
+                       r"RERANK_JAVA_OPTIONS='-Xmx1k' exits so; its last words: .*heap"):
         write_first_stage_run(config, FirstStageConfig(backend="pyserini", index_dir=str(tmp_path / "indexes")),
                               tmp_path / "run.trec")
     assert not (tmp_path / "run.trec").exists()

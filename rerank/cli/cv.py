@@ -30,7 +30,7 @@ from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, restrict, write_run
 from ..errors import UserError
 from ..evaluation import evaluate, paired_p
-from ..logs import configure_logging
+from ..logs import configure_logging, keep_log
 from ..run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
 from .arguments import RerankCLI
 from .errors import run
@@ -138,7 +138,7 @@ def test_folds(option: str | None, folds: FoldsConfig) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    configure_logging()
+    configure_logging(hold=True)
     arguments = sys.argv[1:] if argv is None else list(argv)
     cli = RerankCLI(arguments, prog="rerank cv", description=DESCRIPTION, arguments=_arguments, instantiate=False)
     folder = CrossValidationDirectory(Path(cli.config.output_dir))
@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     folds = test_folds(cli.config.folds, folds_config)
     fit_arguments = _without(arguments, ("--folds", "--output_dir"))
     with folder.claimed("rerank cv"):
+        keep_log(folder.root)
         for fold in folds:
             directory = folder.fold(fold)
             if directory.metrics.exists():

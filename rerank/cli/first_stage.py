@@ -21,7 +21,7 @@ from ..data.collection import Collection, as_collection_config
 from ..data.trec import read_run
 from ..evaluation import evaluate
 from ..first_stage import FirstStageConfig, write_first_stage_run
-from ..logs import configure_logging
+from ..logs import configure_logging, keep_log
 from ..run_directory import RunDirectory
 from .arguments import RerankCLI
 from .errors import run
@@ -31,7 +31,7 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     """Retrieve, write the run and its metrics; returns the metrics."""
-    configure_logging()
+    configure_logging(hold=True)
     cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank bm25", description=DESCRIPTION,
                     instantiate=False)
     collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     qrels = collection.qrels  # read (and checked) before the retrieval, which can take long
     started = time.perf_counter()
     write_first_stage_run(collection.config, first_stage, directory.first_stage_run)  # pyserini in a child process
+    keep_log(directory.root)  # the log so far, now that the directory holds a run
     first_stage_run = read_run(directory.first_stage_run)
     metrics = evaluate(first_stage_run, qrels, cli.config.model.metrics).mean
     directory.write_metrics({"first_stage": metrics})

@@ -26,7 +26,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from ..atomic import atomic_write
 from ..export import card_metrics, export
-from ..logs import configure_logging
+from ..logs import configure_logging, keep_log
 from ..run_directory import Metrics, RunDirectory
 from ..training.pretraining import pretrain
 from ..training.sources import as_source_configs
@@ -44,7 +44,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> Metrics:
     """Train, test the best checkpoint, write ``metrics.json`` and export; returns the test metrics."""
-    configure_logging()
+    configure_logging(hold=True)
     arguments = sys.argv[1:] if argv is None else argv
     cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)
     directory = RunDirectory(Path(cli.config.output_dir))
@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> Metrics:
     model.check_data(data.list_size, {"data.train": data.sources, "pretrain.train": stage})  # before any work
     with directory.claimed("rerank fit") if trainer.is_global_zero else contextlib.nullcontext():
         if trainer.is_global_zero:
+            keep_log(directory.root)
             with atomic_write(directory.config) as handle:
                 handle.write(cli.parser.dump(cli.config))
         if cli.config_init.pretrain is not None:

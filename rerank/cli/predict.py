@@ -38,7 +38,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from ..data.trec import check_scored, write_run
 from ..deployment import Deployment, check_teacher, saved_deployment
 from ..evaluation import evaluate
-from ..logs import configure_logging
+from ..logs import configure_logging, keep_log
 from ..run_directory import Metrics, RunDirectory
 from ..teacher import teacher_scores
 from ..training.datamodule import RerankDataModule
@@ -60,7 +60,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> Metrics:
     """Re-rank, write the runs (and their metrics when there are qrels); returns the metrics (empty without qrels)."""
-    configure_logging()
+    configure_logging(hold=True)
     arguments = run_shortcut(sys.argv[1:] if argv is None else argv)
     cli = RerankCLI(arguments, prog="rerank predict", description=DESCRIPTION, arguments=_arguments)
     directory = RunDirectory(Path(cli.config.output_dir))
@@ -70,6 +70,8 @@ def main(argv: list[str] | None = None) -> Metrics:
     trainer.callbacks.append(writer)
     metrics: Metrics = {}
     with directory.claimed("rerank predict") if trainer.is_global_zero else contextlib.nullcontext():
+        if trainer.is_global_zero:
+            keep_log(directory.root)
         trainer.predict(model, datamodule=data, return_predictions=False)
         if not trainer.is_global_zero:
             return metrics

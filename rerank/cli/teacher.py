@@ -22,7 +22,7 @@ from ..data.collection import Collection, as_collection_config
 from ..data.trec import read_run, top_k, write_run
 from ..evaluation import evaluate
 from ..first_stage import FirstStageConfig, write_first_stage_run
-from ..logs import configure_logging
+from ..logs import configure_logging, keep_log
 from ..run_directory import Metrics, RunDirectory
 from ..teacher import DEFAULT_BI_ENCODER, TeacherConfig, teacher_scores
 from .arguments import RerankCLI, add_run_option, run_shortcut
@@ -40,7 +40,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> Metrics:
     """Score, write the teacher run (and its metrics when there are qrels); returns the metrics."""
-    configure_logging()
+    configure_logging(hold=True)
     cli = RerankCLI(run_shortcut(sys.argv[1:] if argv is None else argv), prog="rerank teacher",
                     description=DESCRIPTION, arguments=_arguments, instantiate=False)
     config = as_collection_config(cli.option("data.collection"), "data.collection")
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> Metrics:
     qrels = collection.qrels if collection.has_qrels else None  # read (and checked) before any scoring
     directory = RunDirectory(Path(cli.config.output_dir))
     write_first_stage_run(config, cli.option("data.first_stage", FirstStageConfig), directory.first_stage_run)
+    keep_log(directory.root)  # the log so far, now that the directory holds a run
     candidates = top_k(read_run(directory.first_stage_run), cli.config.data.rerank_depth)
     teacher = (cli.option("teacher", TeacherConfig) if cli.config.teacher
                else TeacherConfig(bi_encoder=DEFAULT_BI_ENCODER))

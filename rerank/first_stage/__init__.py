@@ -19,7 +19,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import multiprocessing
+import os
 import pickle
+import sys
+import tempfile
 import traceback
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
@@ -82,7 +85,9 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
         return
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_write_run_in_child, args=(sender, collection, config, path, queries, sealed),
+    chatter = Path(tempfile.mkstemp(prefix="rerank-jvm-", suffix=".log")[1])
+    child = context.Process(target=_write_run_in_child,
+                            args=(sender, collection, config, path, queries, sealed, chatter),
                             name="rerank-first-stage")
     child.start()
     sender.close()
@@ -90,21 +95,33 @@ def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig
         failure = receiver.recv()
     except EOFError:  # the child ended without a word: killed, or its JVM exited
         child.join()
-        raise _ended(child.exitcode, collection, config, path) from None
+        raise _ended(child.exitcode, collection, config, path, _said(chatter)) from None
     finally:
         receiver.close()
         if child.is_alive():
             child.terminate()
         child.join()
+        for line in _said(chatter):
+            logger.debug("pyserini: %s", line)
+        chatter.unlink(missing_ok=True)
     if failure is not None:
         error, trace = failure
         error.add_note(f"in the first-stage process:\n{trace}")
         raise error
 
 
-def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig, path: Path) -> UserError:
-    """The error for pyserini's process that ended with ``exitcode`` and no result, once what it left half-written
-    (an index, a run) is removed."""
+def _said(chatter: Path) -> list[str]:
+    """What pyserini's JVM wrote (its indexer's INFO lines, Lucene's warnings), line by line."""
+    try:
+        return chatter.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+
+
+def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig, path: Path,
+           said: list[str]) -> UserError:
+    """The error for pyserini's process that ended with ``exitcode`` and no result (with the last lines its JVM
+    wrote), once what it left half-written (an index, a run) is removed."""
     for folder in (config.cache_root, path.parent):
         remove_stale_in(folder)
     from .pyserini_backend import JVM_OUT_OF_HEAP, heap_error, java_options
@@ -116,15 +133,19 @@ def _ended(exitcode: int, collection: CollectionConfig, config: FirstStageConfig
         why = f"killed by signal {-exitcode}" + (" (SIGKILL: often the system's out-of-memory killer)"
                                                  if exitcode == -9 else "")
     else:
-        why = f"see its messages above (a JVM that cannot start with {java_options()} exits so)"
-    return UserError(f"the first-stage process ({work}) ended with exit status {exitcode} and no result: {why}")
+        why = f"a JVM that cannot start with {java_options()} exits so"
+    last = "; its last words: " + " | ".join(said[-5:]) if said else ""
+    return UserError(f"the first-stage process ({work}) ended with exit status {exitcode} and no result: {why}{last}")
 
 
 def _write_run_in_child(sender: Connection, collection: CollectionConfig, config: FirstStageConfig, path: Path,
-                        queries: Mapping[str, str] | None, sealed: bool) -> None:
-    """The child of :func:`write_first_stage_run`: ``None`` sent back on success, else the error and its trace."""
+                        queries: Mapping[str, str] | None, sealed: bool, chatter: Path) -> None:
+    """The child of :func:`write_first_stage_run`: ``None`` sent back on success, else the error and its trace.
+    What the JVM writes to the process's standard output and error goes to ``chatter`` (the parent logs it at debug
+    level, in the run directory's log); Python's own output (the progress bars) keeps the terminal."""
     from .pyserini_backend import exit_on_out_of_heap
 
+    _aside(chatter)
     exit_on_out_of_heap()
     try:
         _write_run(collection, config, path, queries, sealed)
@@ -133,6 +154,20 @@ def _write_run_in_child(sender: Connection, collection: CollectionConfig, config
         sender.send((_portable(error), traceback.format_exc()))
     finally:
         sender.close()
+
+
+def _aside(chatter: Path) -> None:
+    """File descriptors 1 and 2 (where the JVM writes) onto ``chatter``; ``sys.stdout`` and ``sys.stderr`` onto
+    copies of the terminal's."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        stream = getattr(sys, name)
+        if stream is not None:
+            stream.flush()
+        terminal = os.dup(fd)
+        target = os.open(chatter, os.O_WRONLY | os.O_APPEND)
+        os.dup2(target, fd)
+        os.close(target)
+        setattr(sys, name, os.fdopen(terminal, "w", buffering=1, encoding="utf-8", errors="replace"))
 
 
 def _portable(error: Exception) -> Exception:
