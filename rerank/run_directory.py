@@ -25,9 +25,6 @@ A **cross-validation directory** (``rerank cv --output_dir DIR``)::
     DIR/cv_metrics.json           {"folds": [...], "all_queries": {system: {...}}, "over_folds": {...},
                                    "per_fold": {system: [{...} per fold]}, "deployed": {"per_fold": [...],
                                    "tests": {...}}}
-
-``metrics.json`` also carries the first stage under its former key ``bm25`` (to be removed in the next release);
-readers accept files with either key, and ``bm25.run`` in cross-validation directories written before it.
 """
 
 from __future__ import annotations
@@ -54,8 +51,6 @@ SYSTEMS = ("reranker", "first_stage", *TEACHERS, *FUSIONS)
 """The systems a fit reports: the re-ranker, the first-stage run it re-ranks, the teachers, and the fusions."""
 DEPLOYMENT = "deployment"
 """The key of ``metrics.json`` that holds the deployed ranker (:meth:`rerank.deployment.Deployment.as_dict`)."""
-LEGACY_FIRST_STAGE = "bm25"
-"""The former name of ``first_stage`` in ``metrics.json`` and of ``first_stage.run``, still written and read."""
 
 Metrics = dict[str, dict[str, float]]
 """``{system: {measure: value}}``; the fusions also hold their weights (``w``, ``w_<run>``)."""
@@ -136,10 +131,8 @@ class RunDirectory:
         return claimed(self.root, command, keep=lambda: self.checkpoints.exists() or self.runs.exists())
 
     def write_metrics(self, metrics: Metrics, deployment: dict[str, Any] | None = None) -> None:
-        """``metrics.json``, with the first stage also under its legacy key, and the deployed ranker."""
+        """``metrics.json``, with the deployed ranker."""
         document: dict[str, Any] = dict(metrics)
-        if "first_stage" in document:
-            document[LEGACY_FIRST_STAGE] = document["first_stage"]
         if deployment is not None:
             document[DEPLOYMENT] = deployment
         write_json(document, self.metrics)
@@ -147,9 +140,6 @@ class RunDirectory:
     def read_metrics(self) -> Metrics:
         """``metrics.json`` as ``{system: {measure: value}}`` with the current system names."""
         document = read_json(self.metrics)
-        if "first_stage" not in document and LEGACY_FIRST_STAGE in document:
-            document["first_stage"] = document[LEGACY_FIRST_STAGE]
-        document.pop(LEGACY_FIRST_STAGE, None)
         document.pop(DEPLOYMENT, None)
         return document
 
@@ -246,10 +236,6 @@ class CrossValidationDirectory:
 
     def run(self, system: str) -> Path:
         """The concatenated test run of ``system`` (see :data:`SYSTEMS`, and ``deployed``)."""
-        if system == "first_stage" and not (self.root / "first_stage.run").exists():
-            legacy = self.root / f"{LEGACY_FIRST_STAGE}.run"
-            if legacy.exists():
-                return legacy
         return self.root / ("test.run" if system == "reranker" else "first_stage.run" if system == "first_stage"
                             else f"test.{system}.run")
 
@@ -267,9 +253,4 @@ class CrossValidationDirectory:
         write_json(report, self.metrics)
 
     def read_metrics(self) -> dict[str, Any]:
-        report = read_json(self.metrics)
-        for section in ("all_queries", "per_fold", "over_folds"):
-            values = report.get(section, {})
-            if LEGACY_FIRST_STAGE in values and "first_stage" not in values:
-                values["first_stage"] = values.pop(LEGACY_FIRST_STAGE)
-        return report
+        return read_json(self.metrics)

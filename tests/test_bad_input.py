@@ -100,7 +100,7 @@ ROWS = [
     ("gradient accumulation 0", "fit", ["--trainer.accumulate_grad_batches", "0"], "accumulate_grad_batches"),
     ("a source weight of 0", "fit", ["--data.train", '[{"weight": 0}]'], "data.train[0]: weight must be > 0"),
     ("an unknown loss", "fit", ["--model.loss", "smoothi"], "unknown loss 'smoothi'"),
-    ("an option of the last release", "bm25", ["--data.depth", "5"], "'data.depth' is now 'data.rerank_depth'"),
+    ("an option misplaced", "bm25", ["--data.depth", "5"], "unknown option 'data.depth'"),
     ("an unknown option", "bm25", ["--data.first_stage.depht", "5"], "depht"),
 ]
 

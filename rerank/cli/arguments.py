@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 from jsonargparse import Namespace
 from lightning.pytorch import Trainer
@@ -36,20 +36,8 @@ from ..training.pretraining import PretrainConfig
 from ..training.progress import progress_callbacks
 from ..training.sources import as_source_configs
 from .configs import resolve_configs
-from .schema import RENAMED
 
 T = TypeVar("T")
-
-
-class RerankParser(LightningArgumentParser):
-    """The Lightning parser, with the new name of any renamed option in its error."""
-
-    def error(self, message: str, *args: Any, **kwargs: Any) -> NoReturn:
-        hints = [f"'{old}' is now '{new}'" for old, new in RENAMED.items()
-                 if f"'{old.rsplit('.', 1)[-1]}'" in message or f"{old}" in message]
-        if hints:
-            message = f"{message}\nrenamed options: {'; '.join(hints)}"
-        super().error(message, *args, **kwargs)
 
 
 class RerankCLI(LightningCLI):
@@ -68,7 +56,7 @@ class RerankCLI(LightningCLI):
                  instantiate: bool = True) -> None:
         self._command_arguments, self._instantiate = arguments, instantiate
         super().__init__(RerankModule, RerankDataModule, args=resolve_configs(args), run=False,
-                         save_config_callback=None, seed_everything_default=42, parser_class=RerankParser,
+                         save_config_callback=None, seed_everything_default=42,
                          load_from_checkpoint_support=False, trainer_defaults={"callbacks": progress_callbacks()},
                          parser_kwargs={"prog": prog, "description": description})
 

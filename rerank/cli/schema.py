@@ -46,16 +46,6 @@ VERSIONED = ("lightning", "jsonargparse")
 """The libraries whose versions shape the parsers' help and the Trainer's options."""
 OWN_SECTIONS = ("model", "data", "pretrain", "output_dir", "checkpoint", "last_checkpoint")
 """Sections whose option names come from rerank's own code (and Lightning's checkpoint callback)."""
-RENAMED = {
-    "data.depth": "data.rerank_depth",
-    "first_stage.depth": "data.first_stage.retrieval_depth",
-    "data.max_length": "model.tokenization.max_length",
-    "data.max_query_length": "model.tokenization.max_query_length",
-    "data.passages": "model.tokenization.passages",
-    "data.stride": "model.tokenization.stride",
-    "data.max_passages": "model.tokenization.max_passages",
-}
-"""Options of earlier releases and their names now (named in the error a config using them gets)."""
 
 VALUE, GROUP, OPEN, PARSER = "value", "group", "open", "parser"
 """Kinds of option: a value (of a checked ``type`` or not), a group of known keys (a dataclass, a Trainer section),
@@ -214,8 +204,6 @@ class _Options:
 
     def _unknown(self, key: str, where: str) -> str:
         message = f"{where}: unknown option {key!r}"
-        if key in RENAMED:
-            return f"{message}: '{key}' is now '{RENAMED[key]}'"
         known = [name for name, option in self.options.items() if option.kind != PARSER]
         near = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
