@@ -32,7 +32,7 @@ class ServeConfig:
     port: int = 8080
     max_documents: int = 1000
     max_body_bytes: int = 8 * 2**20
-    batch_pairs: int = 256
+    batch_pairs: int = 1024
     max_wait_ms: float = 2.0
     max_queue_pairs: int = 16384
     batch_size: int = 32
