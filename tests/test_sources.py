@@ -208,7 +208,8 @@ def test_paragraph_queries_make_spans_of_whole_sentences_whose_lengths_follow_th
     (tmp_path / "queries.tsv").write_text("".join(f"{qid}\t{text}\n" for qid, text in queries.items()))
     documents = Collection(CollectionConfig(docs=str(tmp_path / "docs.jsonl"), queries=str(tmp_path / "queries.tsv"),
                                             cache_dir=str(tmp_path / "arrow"))).documents
-    config = sized_to(PseudoQueryConfig(count=None, max_words="auto"), queries.values())
+    assert not sized_to(PseudoQueryConfig(count=None, max_words="auto"), queries.values()).spans  # the default
+    config = sized_to(PseudoQueryConfig(count=None, max_words="auto", lengths="queries"), queries.values())
     # a median of 30 words: paragraphs, so spans, their lengths drawn from the queries' (1 word: min_words 3)
     assert config.spans and sorted(config.lengths) == [3, 20, 40, 40] and config.max_words == 192
     drawn = pseudo_queries(documents, config)
@@ -221,6 +222,10 @@ def test_paragraph_queries_make_spans_of_whole_sentences_whose_lengths_follow_th
     counts = Counter(len(query.text.split()) for query in drawn)
     assert counts[40] > counts[20] and counts[40] > counts[10]  # 40 words is drawn twice as often as each other
     assert sized_to(PseudoQueryConfig(max_words="auto"), ["wind tunnel", "heat"]) == PseudoQueryConfig(max_words=3)
+    assert sized_to(PseudoQueryConfig(max_words="auto", lengths="queries"), ["wind tunnel", "heat"]) == \
+        PseudoQueryConfig(max_words=3)  # short queries: titles, as without lengths
+    with pytest.raises(ValueError, match="pseudo.lengths: numbers of words, or queries; got 'query'"):
+        PseudoQueryConfig(lengths="query")
     with pytest.raises(ValueError, match=r"pretrain.train\[0\]: pseudo.lengths: numbers of words"):
         as_source_config({"queries": "pseudo", "pseudo": {"lengths": [12, 0]}}, "pretrain.train[0]")
 

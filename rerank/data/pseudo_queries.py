@@ -7,20 +7,19 @@ sentence instead (cut at ``max_words`` words). With ``per_document`` above 1, a 
 sentences of its body, each a query of its own (``pseudo:<doc id>#2``, ``#3``, ...): more, and more varied, queries
 for a stage that learns from a teacher's scores over their candidates.
 
-With ``max_words: auto`` the pseudo-queries take the shape of the queries the model will be asked
-(``data.collection``'s; :func:`sized_to`):
+With ``max_words: auto`` a pseudo-query is no longer than the longest of the queries the model will be asked
+(``data.collection``'s, their words; :func:`sized_to`), within ``min_words`` and ``MAX_WORDS``: where the real queries
+are a few words (NFCorpus: at most 18), the first 24 words of an abstract would teach the student a query of another
+kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before.
 
-- **titles** where those queries are a title or a sentence (their median is at most ``MAX_WORDS`` words): a
-  pseudo-query is no longer than the longest of them, within ``min_words`` and ``MAX_WORDS``: where the real queries
-  are a few words (NFCorpus: at most 18), the first 24 words of an abstract would teach the student a query of another
-  kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before;
-- **spans** where they are paragraphs (a median above ``MAX_WORDS`` words: scholarly, patent, legal or TREC
-  description queries): a pseudo-query is a run of whole sentences of a document's body, from a seeded sentence on,
-  whose length in words is drawn from the queries' own lengths (``lengths``; the run of sentences closest to it, at
-  most ``MAX_SPAN_WORDS``), so that the stage's queries follow the real ones' length distribution. A span is its
-  document's words verbatim, which no real query is, so a span's own document is not among its candidates
-  (:mod:`rerank.training.sources`, for teacher targets): the student learns how the teacher ranks the *other*
-  documents for a paragraph.
+With ``lengths: queries`` (opt-in; not the default recipe's: on paragraph queries it trained a student below the
+titles' on validation, docs/experiments/ablations.md) the pseudo-queries take the shape of paragraph queries where
+the collection's are paragraphs (a median above ``MAX_WORDS`` words; below, titles as above): a pseudo-query is a run
+of whole sentences of a document's body, from a seeded sentence on, whose length in words is drawn from the queries'
+own lengths (the run of sentences closest to it, at most ``MAX_SPAN_WORDS``), so that the stage's queries follow the
+real ones' length distribution. A span is its document's words verbatim, which no real query is, so a span's own
+document is not among its candidates (:mod:`rerank.training.sources`, for teacher targets): the student learns how
+the teacher ranks the *other* documents for a paragraph. ``lengths`` may also list the lengths to draw from.
 
 The set is deterministic: documents are taken in a seeded order (``seed``) until ``count`` usable queries are
 found. It never looks at judgments (only at documents), so it is the same for every fold. Trivial queries are
@@ -54,6 +53,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 MAX_WORDS = 24
 """The most words ``max_words: auto`` gives a title-like pseudo-query (the fixed default of earlier releases), and
 the median query length above which the queries are taken as paragraphs (spans)."""
+QUERIES = "queries"
+"""``pseudo.lengths: queries``: spans as long as the collection's queries, where those are paragraphs."""
 MAX_SPAN_WORDS = 192
 """The most words of a span: about the 256 tokens that the teacher (a bi-encoder) reads of a query."""
 
@@ -70,8 +71,9 @@ class PseudoQueryConfig:
             collection the model is trained for, within ``min_words`` and ``MAX_WORDS`` (:func:`sized_to`).
         per_document: queries a document may give: its title (else its first sentence), then its body's next
             sentences in order; for spans, that many spans of its body.
-        lengths: spans instead of titles: the word lengths that each span's length is drawn from (the queries',
-            resolved by ``max_words: auto``; empty: titles). A span keeps at most ``max_words`` words.
+        lengths: spans instead of titles: the word lengths that each span's length is drawn from; ``queries``:
+            the collection's queries' lengths where they are paragraphs, else titles (resolved by :func:`sized_to`);
+            empty: titles. A span keeps at most ``max_words`` words.
     """
 
     count: int | None = 1000
@@ -79,7 +81,7 @@ class PseudoQueryConfig:
     min_words: int = 3
     max_words: int | Literal["auto"] = MAX_WORDS
     per_document: int = 1
-    lengths: tuple[int, ...] = ()
+    lengths: tuple[int, ...] | Literal["queries"] = ()
 
     def __post_init__(self) -> None:
         if self.count is not None:  # null: all
@@ -89,14 +91,18 @@ class PseudoQueryConfig:
         if not 1 <= self.min_words <= (MAX_WORDS if self.max_words == AUTO else self.max_words):
             raise ValueError(f"pseudo: need 1 <= min_words <= max_words; got {self.min_words} and {self.max_words}")
         check_range("pseudo.per_document", self.per_document, 1)
+        if self.lengths == QUERIES:
+            return
+        if isinstance(self.lengths, str):
+            raise ValueError(f"pseudo.lengths: numbers of words, or {QUERIES}; got {self.lengths!r}")
         object.__setattr__(self, "lengths", tuple(self.lengths))  # a YAML list
         if any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.lengths):
-            raise ValueError(f"pseudo.lengths: numbers of words (>= 1); got {list(self.lengths)!r}")
+            raise ValueError(f"pseudo.lengths: numbers of words (>= 1), or {QUERIES}; got {list(self.lengths)!r}")
 
     @property
     def spans(self) -> bool:
         """Whether the pseudo-queries are spans of the documents' bodies (else titles or first sentences)."""
-        return bool(self.lengths)
+        return bool(self.lengths) and self.lengths != QUERIES
 
     def describe(self) -> str:
         """What the pseudo-queries are, in a few words (for the run's plan)."""
@@ -117,16 +123,20 @@ class PseudoQuery:
 
 
 def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryConfig:
-    """``config`` with ``max_words: auto`` resolved from ``queries`` (a number is kept; see the module docstring):
-    for queries of a median of at most ``MAX_WORDS`` words, titles of at most the longest query's words (within
-    ``min_words`` and ``MAX_WORDS``); for longer ones, spans whose lengths are the queries' (within ``min_words``
-    and ``MAX_SPAN_WORDS``), at most ``MAX_SPAN_WORDS`` words."""
-    if config.max_words != AUTO:
+    """``config`` with ``max_words: auto`` and ``lengths: queries`` resolved from ``queries`` (numbers are kept; see
+    the module docstring): with ``lengths: queries`` and queries of a median above ``MAX_WORDS`` words, spans whose
+    lengths are the queries' (within ``min_words`` and ``MAX_SPAN_WORDS``), at most ``MAX_SPAN_WORDS`` words; else
+    titles, of at most the longest query's words (within ``min_words`` and ``MAX_WORDS``) for ``max_words: auto``."""
+    if config.max_words != AUTO and config.lengths != QUERIES:
         return config
     lengths = sorted(len(text.split()) for text in queries)
-    if lengths and statistics.median(lengths) > MAX_WORDS:
-        return replace(config, max_words=MAX_SPAN_WORDS,
-                       lengths=tuple(min(MAX_SPAN_WORDS, max(config.min_words, n)) for n in lengths))
+    if config.lengths == QUERIES:
+        if lengths and statistics.median(lengths) > MAX_WORDS:
+            return replace(config, max_words=MAX_SPAN_WORDS,
+                           lengths=tuple(min(MAX_SPAN_WORDS, max(config.min_words, n)) for n in lengths))
+        config = replace(config, lengths=())
+    if config.max_words != AUTO:
+        return config
     longest = lengths[-1] if lengths else MAX_WORDS
     return replace(config, max_words=min(MAX_WORDS, max(config.min_words, longest)))
 
@@ -134,8 +144,8 @@ def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryCo
 def pseudo_queries(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
     """The pseudo-queries of ``documents`` (cached; see the module docstring); ``config`` resolved by
     :func:`sized_to`."""
-    if config.max_words == AUTO:
-        raise TypeError("pseudo_queries: resolve max_words: auto first (sized_to)")
+    if config.max_words == AUTO or config.lengths == QUERIES:
+        raise TypeError("pseudo_queries: resolve max_words: auto and lengths: queries first (sized_to)")
     path = cache_path("pseudo_queries", documents.source(), documents.fingerprint(), asdict(config), suffix=".tsv")
     if intact(path, "pseudo-queries"):
         with path.open(encoding="utf-8") as handle:
