@@ -234,7 +234,11 @@ def main(argv: list[str] | None = None) -> dict:
         finally:
             served.stop()
     if args.infinity:
-        report["rounds"] += [asdict(r) for r in infinity_rounds(args, pools, expected["reranker"])]
+        try:
+            report["rounds"] += [asdict(r) for r in infinity_rounds(args, pools, expected["reranker"])]
+        except (RuntimeError, AssertionError, httpx.HTTPError) as error:  # recorded: the rounds above stand
+            report["infinity_failed"] = f"{type(error).__name__}: {error}"
+            print(f"Infinity: {report['infinity_failed']}", flush=True)
     if args.output:
         args.output.write_text(json.dumps(report, indent=2) + "\n")
     show(report)
