@@ -11,6 +11,9 @@ The public API (everything else is an implementation detail that may move)::
 - :data:`LOSSES`, :func:`build`, :class:`RankingLoss`: the loss heads.
 - :func:`evaluate`: trec_eval measures of a run.
 - :class:`CrossEncoderModel`: the scoring model; :class:`RunDirectory`: where ``rerank fit`` writes.
+- :func:`from_config`: the model, data module and Trainer that a command's options configure;
+  :func:`resolve_config_path`: a config file, or a name in ``configs/``; :func:`run_command`: a command, in this
+  process (``run_command("fit", [...])``).
 
 The command line is ``rerank <command>`` (:mod:`rerank.cli`). Each name is imported on first use (PEP 562), so
 ``import rerank`` and the command line's help load neither torch nor Lightning.
@@ -22,6 +25,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .cli import run_command
+    from .cli.arguments import from_config
+    from .cli.configs import resolve_config_path
     from .data.collection import CollectionConfig
     from .data.folds import FoldsConfig
     from .evaluation import evaluate
@@ -50,6 +56,9 @@ _WHERE = {
     "build": ".losses",
     "Reranker": ".reranker",
     "RunDirectory": ".run_directory",
+    "from_config": ".cli.arguments",
+    "resolve_config_path": ".cli.configs",
+    "run_command": ".cli",
 }
 """Each public name and the module it lives in."""
 
@@ -68,6 +77,9 @@ __all__ = [
     "__version__",
     "build",
     "evaluate",
+    "from_config",
+    "resolve_config_path",
+    "run_command",
 ]
 
 

@@ -28,7 +28,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from rerank.cli import predict
+from rerank import run_command
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import write_run
 from rerank.deployment import Deployment
@@ -77,10 +77,11 @@ def main(argv: list[str] | None = None) -> dict:
             os.environ["RERANK_CACHE"] = str(cache)
             options = ["--ranker", "reranker"] if way == WAYS[0] else []
             started = time.perf_counter()
-            predict.main(["--model.model_name", str(folder), "--run", str(root / "bm25.run"), "--data.collection",
-                          json.dumps(CRANFIELD), "--data.rerank_depth", str(args.depth), "--output_dir",
-                          str(root / "out" / f"{WAYS.index(way)}-{pass_}"), "--trainer.logger", "false",
-                          "--trainer.enable_progress_bar", "false", *options])
+            run_command("predict", [
+                "--model.model_name", str(folder), "--run", str(root / "bm25.run"), "--data.collection",
+                json.dumps(CRANFIELD), "--data.rerank_depth", str(args.depth), "--output_dir",
+                str(root / "out" / f"{WAYS.index(way)}-{pass_}"), "--trainer.logger", "false",
+                "--trainer.enable_progress_bar", "false", *options])
             return time.perf_counter() - started
 
         seconds: dict[str, list[float]] = {way: [] for way in WAYS}
@@ -88,14 +89,31 @@ def main(argv: list[str] | None = None) -> dict:
             for way in WAYS:
                 seconds[way].append(predicted(way, pass_))
 
+    report = summary(seconds, pairs, args)
+    show(report, len(query_ids), args)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def summary(seconds: dict[str, list[float]], pairs: int, args: argparse.Namespace) -> dict:
+    """Each way's pairs per second (its best pass) and the bi-encoder teacher's share of the deployed ranker's
+    time."""
     best = {way: min(times) for way, times in seconds.items()}
     results = {way: {"seconds": times, "pairs_per_second": pairs / best[way]} for way, times in seconds.items()}
-    report = {"machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
-              "pairs": pairs, "args": {key: str(value) for key, value in vars(args).items()}, "results": results,
-              "bi_encoder_share": {"documents embedded": 1 - best[WAYS[0]] / best[WAYS[1]],
-                                   "document embeddings cached": 1 - best[WAYS[0]] / best[WAYS[2]]}}
-    table = Table(title=f"rerank predict, {pairs} Cranfield pairs (BM25 top {args.depth} of {len(query_ids)} queries), "
-                        f"{args.max_length}-token rows, {torch.get_num_threads()} threads (best of {args.repeats})")
+    return {"machine": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+            "pairs": pairs, "args": {key: str(value) for key, value in vars(args).items()}, "results": results,
+            "bi_encoder_share": {"documents embedded": 1 - best[WAYS[0]] / best[WAYS[1]],
+                                 "document embeddings cached": 1 - best[WAYS[0]] / best[WAYS[2]]}}
+
+
+def show(report: dict, queries: int, args: argparse.Namespace) -> None:
+    results = report["results"]
+    best = {way: min(results[way]["seconds"]) for way in WAYS}
+    table = Table(title=f"rerank predict, {report['pairs']} Cranfield pairs (BM25 top {args.depth} of {queries} "
+                        f"queries), {args.max_length}-token rows, {report['threads']} threads (best of "
+                        f"{args.repeats})")
     for column in ("ranker", "seconds", "pairs/s", "vs pure"):
         table.add_column(column, justify="left" if column == "ranker" else "right")
     for way in WAYS:
@@ -104,10 +122,6 @@ def main(argv: list[str] | None = None) -> dict:
     Console().print(table)
     print("the bi-encoder teacher's share of the deployed ranker's time:",
           {key: f"{value:.0%}" for key, value in report["bi_encoder_share"].items()})
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(json.dumps(report, indent=2) + "\n")
-    return report
 
 
 if __name__ == "__main__":

@@ -435,7 +435,7 @@ def part_losses(run: Settings, report: Callable[[dict], None], folder: Path) -> 
 
 def part_convergence(run: Settings, report: Callable[[dict], None], folder: Path, model: str | None) -> None:
     """rerank fit on Cranfield (test fold 1, bm25s candidates), in 16-mixed and in fp32, from the same start."""
-    from rerank.cli import fit
+    from rerank import run_command
 
     if run.device == "cpu":
         model = str(_tiny_cranfield_model(folder))
@@ -453,7 +453,7 @@ def part_convergence(run: Settings, report: Callable[[dict], None], folder: Path
     for precision in ("16-mixed", "32-true"):
         output = folder / f"convergence-{precision}"
         logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(output)}}
-        metrics = fit.main([*settings, "--trainer.precision", precision, "--output_dir", str(output),
+        metrics = run_command("fit", [*settings, "--trainer.precision", precision, "--output_dir", str(output),
                             "--trainer.logger", json.dumps(logger),
                             "--trainer.accelerator", "gpu" if run.device == "cuda" else "cpu"])
         losses = _logged_losses(output)
@@ -641,9 +641,7 @@ def part_scale(run: Settings, report: Callable[[dict], None], folder: Path) -> N
     """Part 9 (module docstring): Robust04's fold 1, phase by phase."""
     import importlib.util
 
-    import lightning.pytorch as pl
-
-    from rerank.cli.arguments import RerankCLI
+    from rerank import from_config
 
     spec = importlib.util.spec_from_file_location("make_collection", REPO / "scripts" / "make_collection.py")
     make_collection = importlib.util.module_from_spec(spec)
@@ -654,9 +652,18 @@ def part_scale(run: Settings, report: Callable[[dict], None], folder: Path) -> N
     make_collection.make(shape, folder / "robust04-shaped", seed=42)
     report({"part": "scale", "phase": "the collection generated", "documents": shape.documents,
             "seconds": time.perf_counter() - started})
-    size = run.sizes[0]
+    phases = _phases(run.device, report)
+    cli = from_config(_scale_arguments(run, folder))
+    cli.trainer.callbacks.append(phases)
+    phases._begin()
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, weights_only=True)
+    cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False, weights_only=True)
+
+
+def _scale_arguments(run: Settings, folder: Path) -> list[str]:
+    """``rerank fit``'s options for the Robust04-shaped fold (on a CPU, a dry run's tiny sizes)."""
     arguments = ["--config", "robust04.yaml", "--config", str(folder / "robust04-shaped" / "collection.yaml"),
-                 "--model.model_name", str(_saved(folder, size)), "--data.first_stage.backend", "bm25s",
+                 "--model.model_name", str(_saved(folder, run.sizes[0])), "--data.first_stage.backend", "bm25s",
                  "--data.first_stage.index_dir", str(folder / "scale-indexes"), "--trainer.max_epochs",
                  str(run.scale_epochs), "--trainer.precision", "bf16-mixed", "--trainer.enable_progress_bar", "false",
                  "--trainer.logger", "false", "--output_dir", str(folder / "scale-fit"),
@@ -667,26 +674,30 @@ def part_scale(run: Settings, report: Callable[[dict], None], folder: Path) -> N
                       "--data.rerank_depth", "10", "--data.first_stage.retrieval_depth", "20",
                       "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "2",
                       "--trainer.limit_test_batches", "2", "--trainer.accumulate_grad_batches", "1"]
+    return arguments
+
+
+def _phases(device: str, report: Callable[[dict], None]) -> Any:
+    """A Lightning callback that reports each phase's seconds and peak GPU memory as it ends. Lightning validates
+    inside the training epoch (after its last batch, before ``on_train_epoch_end``), so a training epoch ends where
+    its validation begins."""
+    import lightning.pytorch as pl
 
     class Phases(pl.Callback):
-        """Each phase's seconds and peak GPU memory, reported as it ends. Lightning validates inside the training
-        epoch (after its last batch, before ``on_train_epoch_end``), so a training epoch ends where its
-        validation begins."""
-
         def __init__(self) -> None:
             self.started = time.perf_counter()
             self.training = False
 
         def _begin(self) -> None:
-            synchronize(run.device)
+            synchronize(device)
             self.started = time.perf_counter()
-            if run.device == "cuda":
+            if device == "cuda":
                 torch.cuda.reset_peak_memory_stats()
 
         def _end(self, phase: str, **extra: Any) -> None:
-            synchronize(run.device)
+            synchronize(device)
             report({"part": "scale", "phase": phase, "seconds": time.perf_counter() - self.started,
-                    "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if run.device == "cuda" else None, **extra})
+                    "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None, **extra})
 
         def _end_training(self, trainer: pl.Trainer) -> None:
             if self.training:
@@ -717,12 +728,7 @@ def part_scale(run: Settings, report: Callable[[dict], None], folder: Path) -> N
         def on_test_epoch_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
             self._end("test")
 
-    phases = Phases()
-    cli = RerankCLI(arguments, prog="bench_gpu scale", description="")
-    cli.trainer.callbacks.append(phases)
-    phases._begin()
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, weights_only=True)
-    cli.trainer.test(cli.model, datamodule=cli.datamodule, verbose=False, weights_only=True)
+    return Phases()
 
 
 def markdown(rows: list[dict]) -> str:

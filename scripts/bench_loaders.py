@@ -62,9 +62,9 @@ def main(argv: list[str] | None = None) -> None:
     if min(own.workers) < 0 or own.batches < 1:
         parser.error("--workers must be >= 0 and --batches >= 1")
 
-    from rerank.cli.arguments import RerankCLI
+    from rerank import from_config
 
-    cli = RerankCLI(rerank_args, prog="bench_loaders.py", description="")
+    cli = from_config(rerank_args)
     data = cli.datamodule
     started = time.perf_counter()
     data.prepare_data()

@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 from scipy import stats
 
-from rerank.cli.configs import resolve_config_path
+from rerank import resolve_config_path
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.trec import ranked, read_run
 from rerank.evaluation import evaluate

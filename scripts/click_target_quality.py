@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from rerank.cli.configs import resolve_config_path
+from rerank import resolve_config_path
 from rerank.clicks.targets import ClickTargetConfig, click_targets
 from rerank.data.collection import Collection, as_collection_config
 from rerank.evaluation import evaluate

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from rerank.cli.configs import resolve_config_path
+from rerank import resolve_config_path
 from rerank.clicks.interleaving import interleave
 from rerank.clicks.models import ClickModelConfig
 from rerank.clicks.simulator import ClickSimulationConfig

@@ -19,10 +19,10 @@ from pathlib import Path
 import matplotlib
 import yaml
 
-from rerank.cli.compare import save_figure
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
+from rerank.figures import save_figure
 
 MEASURE = "nDCG@10"
 

@@ -31,8 +31,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from rich.console import Console
 from rich.table import Table
 
-from rerank.cli.arguments import RerankCLI
-from rerank.cli.errors import run
+from rerank import from_config
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.trec import Run, read_run, top_k
 from rerank.evaluation import evaluate
@@ -68,8 +67,8 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     configure_logging()
-    cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="probe_teacher_feedback.py",
-                    description=__doc__.splitlines()[0], arguments=_arguments, instantiate=False)
+    cli = from_config(sys.argv[1:] if argv is None else argv, instantiate=False, options=_arguments,
+                      prog="probe_teacher_feedback.py", description=__doc__.splitlines()[0])
     args = cli.config
     if min(args.feedback_depths, default=0) < 1 or not all(0 < beta <= 1 for beta in args.feedback_weights):
         raise ValueError(f"--feedback_depths must be positive and --feedback_weights in (0, 1]; got "
@@ -104,4 +103,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    run(main)
+    main()

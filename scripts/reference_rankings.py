@@ -23,7 +23,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 from rich.console import Console
 from rich.table import Table
 
-from rerank.cli.arguments import RerankCLI
+from rerank import from_config
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.trec import Run, read_run, top_k
 from rerank.evaluation import evaluate
@@ -46,8 +46,8 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 
 def main() -> None:
-    cli = RerankCLI(sys.argv[1:], prog="reference_rankings.py", description=__doc__.splitlines()[0],
-                    arguments=_arguments, instantiate=False)
+    cli = from_config(sys.argv[1:], instantiate=False, options=_arguments, prog="reference_rankings.py",
+                      description=__doc__.splitlines()[0])
     args = cli.config
     collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
     qrels = collection.qrels

@@ -131,49 +131,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                                       "data.collection")
     qrels = read_qrels(args.qrels) if args.qrels else Collection(collection).qrels
     estimates: dict[str, list[float]] = {rule: [] for rule in RULES}
-    test = {rule: {} for rule in ("teacher", *RULES)}
+    test: dict[str, dict[str, float]] = {rule: {} for rule in ("teacher", *RULES)}
     for fold in folds:
-        first_stage = read_run(fold / "first_stage.trec")
-        metrics = json.loads((fold / "metrics.json").read_text())
-        deployment = metrics["deployment"]
-        folds_config = yaml.safe_load((fold / "config.yaml").read_text())["data"]["folds"]
-        fold_queries = make_split(FoldsConfig(**folds_config), qrels)
-        split = {}
-        for name in ("validation", "test"):
-            reranker = read_run(fold / "runs" / f"{name}.run")
-            queries = sorted(getattr(fold_queries, name))  # the fold's judged queries, as the fit measures them
-            parts = [reranker, restrict(teacher, reranker), restrict(first_stage, reranker)]
-            split[name] = queries, candidates(parts, qrels, args.measure, queries)
-        queries, values = split["validation"]
-        if len(queries) < 4:
-            sys.exit(f"{fold}: {len(queries)} judged validation queries: too few to halve")
-        deployable = [ranker for ranker in RANKERS
-                      if ranker in deployment["validation"] and ranker not in deployment["excluded"]]
-        values = {ranker: values[ranker] for ranker in deployable}
-        whole = np.arange(len(queries))
-        recorded = (deployment["ranker"], tuple(deployment["weights"].values()))
-        made_by = next((rule for rule in FIT_RULES if chosen(values, rule, whole) == recorded), None)
-        today = chosen(values, made_by or FIT_RULES[0], whole)
-        figure = float(np.mean(values[today[0]][today[1]]))
-        if made_by is None or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
-            sys.exit(f"{fold}: the fit's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "
-                     f"({deployment['validation'][deployment['ranker']]:.4f}): these are not the fit's runs")
-        print(f"{fold.name}: the fit deployed {recorded[0]} {recorded[1]}, rebuilt by the {made_by} rule")
-        seed = int(fold.name.removeprefix("fold"))
-        for rule, held_out in split_half(values, len(queries), args.halvings, seed).items():
-            estimates[rule].append(float(np.mean(held_out)))
-        test_queries, test_values = split["test"]
-        tested = float(np.mean(test_values[today[0]][today[1]]))
-        reported = metrics[today[0]].get(args.measure, tested)
-        if abs(tested - reported) > 1e-9:
-            sys.exit(f"{fold}: the deployed {today[0]} gives {tested:.4f} on the test queries here, {reported:.4f} "
-                     "in metrics.json: these are not the fit's runs")
-        test["teacher"] |= dict(zip(test_queries, test_values["fused"][(0.0, 1.0, 0.0)]))
-        for rule in RULES:
-            ranker, weights = chosen(values, rule, whole)
-            test[rule] |= dict(zip(test_queries, test_values[ranker][weights]))
-            print(f"{fold.name}: {rule:7s} deploys {ranker} {weights}, validation "
-                  f"{np.mean(values[ranker][weights]):.4f}, split-half {estimates[rule][-1]:.4f}")
+        fold_estimates, fold_test = rebuilt_fold(fold, qrels, teacher, args.measure, args.halvings)
+        for rule, value in fold_estimates.items():
+            estimates[rule].append(value)
+        for rule, values in fold_test.items():
+            test[rule] |= values
     for rule in RULES:
         print(f"split-half estimate, {rule}: {np.mean(estimates[rule]):.4f} "
               f"(folds: {', '.join(f'{value:.4f}' for value in estimates[rule])})")
@@ -185,6 +149,60 @@ def main(argv: Sequence[str] | None = None) -> None:
             deployed = np.array([test[rule][qid] for qid in queries])
             difference, p = deployed.mean() - teacher_values.mean(), ttest_rel(deployed, teacher_values).pvalue
             print(f"test, {rule}: deployed {deployed.mean():.4f}, against the teacher {difference:+.4f}, p = {p:.2g}")
+
+
+def rebuilt_fold(fold: Path, qrels: Qrels, teacher: Run, measure: str,
+                 halvings: int) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """One fold, its deployment rebuilt from its files (or the script stops: these are not the fit's runs): each
+    rule's split-half estimate on its validation queries, and each rule's (and the teacher's) test query values."""
+    first_stage = read_run(fold / "first_stage.trec")
+    metrics = json.loads((fold / "metrics.json").read_text())
+    deployment = metrics["deployment"]
+    folds_config = yaml.safe_load((fold / "config.yaml").read_text())["data"]["folds"]
+    fold_queries = make_split(FoldsConfig(**folds_config), qrels)
+    split = {}
+    for name in ("validation", "test"):
+        reranker = read_run(fold / "runs" / f"{name}.run")
+        queries = sorted(getattr(fold_queries, name))  # the fold's judged queries, as the fit measures them
+        parts = [reranker, restrict(teacher, reranker), restrict(first_stage, reranker)]
+        split[name] = queries, candidates(parts, qrels, measure, queries)
+    queries, values = split["validation"]
+    if len(queries) < 4:
+        sys.exit(f"{fold}: {len(queries)} judged validation queries: too few to halve")
+    deployable = [ranker for ranker in RANKERS
+                  if ranker in deployment["validation"] and ranker not in deployment["excluded"]]
+    values = {ranker: values[ranker] for ranker in deployable}
+    whole = np.arange(len(queries))
+    today = _as_the_fit_chose(fold, values, deployment, whole)
+    estimates = {rule: float(np.mean(held_out)) for rule, held_out in
+                 split_half(values, len(queries), halvings, int(fold.name.removeprefix("fold"))).items()}
+    test_queries, test_values = split["test"]
+    tested = float(np.mean(test_values[today[0]][today[1]]))
+    reported = metrics[today[0]].get(measure, tested)
+    if abs(tested - reported) > 1e-9:
+        sys.exit(f"{fold}: the deployed {today[0]} gives {tested:.4f} on the test queries here, {reported:.4f} "
+                 "in metrics.json: these are not the fit's runs")
+    test = {"teacher": dict(zip(test_queries, test_values["fused"][(0.0, 1.0, 0.0)]))}
+    for rule in RULES:
+        ranker, weights = chosen(values, rule, whole)
+        test[rule] = dict(zip(test_queries, test_values[ranker][weights]))
+        print(f"{fold.name}: {rule:7s} deploys {ranker} {weights}, validation "
+              f"{np.mean(values[ranker][weights]):.4f}, split-half {estimates[rule]:.4f}")
+    return estimates, test
+
+
+def _as_the_fit_chose(fold: Path, values: dict, deployment: dict, whole: np.ndarray) -> tuple[str, tuple]:
+    """The fit's own choice, rebuilt on all its validation queries by the rule it was made with (or the script
+    stops)."""
+    recorded = (deployment["ranker"], tuple(deployment["weights"].values()))
+    made_by = next((rule for rule in FIT_RULES if chosen(values, rule, whole) == recorded), None)
+    today = chosen(values, made_by or FIT_RULES[0], whole)
+    figure = float(np.mean(values[today[0]][today[1]]))
+    if made_by is None or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
+        sys.exit(f"{fold}: the fit's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "
+                 f"({deployment['validation'][deployment['ranker']]:.4f}): these are not the fit's runs")
+    print(f"{fold.name}: the fit deployed {recorded[0]} {recorded[1]}, rebuilt by the {made_by} rule")
+    return today
 
 
 if __name__ == "__main__":

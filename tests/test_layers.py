@@ -18,7 +18,7 @@ FLOORS: dict[str, int] = {
     # 0: formats and readers, losses, caches and atomic writes, evaluation and score fusion
     "rerank.atomic": 0, "rerank.cache": 0, "rerank.logs": 0, "rerank.errors": 0, "rerank.checks": 0,
     "rerank.data": 0, "rerank.losses": 0, "rerank.evaluation": 0, "rerank.interpolation": 0,
-    "rerank.run_directory": 0,
+    "rerank.run_directory": 0, "rerank.figures": 0,
     # 1: the model with its tokenizer; the first stage, the teacher, clicks
     "rerank.model": 1, "rerank.first_stage": 1, "rerank.teacher": 1, "rerank.clicks": 1,
     # 2: what is deployed: the ranker chosen on validation, the Python API, the exported folder, the HTTP server
@@ -139,3 +139,30 @@ def test_commands_are_leaves() -> None:
     for command in sorted(commands):
         others = sorted(GRAPH[command] & commands)
         assert not others, f"the command {command} imports the command(s) {others}: move what they share below them"
+
+
+LONGEST = 60
+"""The most lines a function of rerank/ or scripts/ may have, its docstring included: one a reader can hold."""
+
+
+def test_no_function_is_longer_than_a_reader_can_hold() -> None:
+    long = []
+    for path in sorted([*PACKAGE.rglob("*.py"), *(REPO / "scripts").glob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno >= LONGEST:
+                long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} "
+                            f"({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, "split these: " + "; ".join(long)
+
+
+def test_scripts_use_the_public_api_or_the_command_line() -> None:
+    """No script imports ``rerank.cli`` (the command line's internals): ``rerank.from_config``,
+    ``rerank.run_command`` and ``rerank.resolve_config_path`` are the public ways to what they needed of it."""
+    inside = []
+    for path in sorted((REPO / "scripts").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            inside += [f"{path.name}:{node.lineno} {name}" for name in names
+                       if name == "rerank.cli" or name.startswith("rerank.cli.")]
+    assert not inside, "scripts import rerank.cli: " + "; ".join(inside)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any
 
 from .commands import COMMANDS, HELP_ALL, MODULES
 from .errors import run
@@ -37,6 +38,15 @@ def main(argv: list[str] | None = None) -> None:
         print(f"rerank: unknown command {command!r}\n\n{usage()}", file=sys.stderr)
         raise SystemExit(2)
     run(lambda _: dispatch(command, options))
+
+
+def run_command(command: str, options: list[str]) -> Any:
+    """``rerank <command> <options>`` in this process, without the one-line handling of user errors (they raise):
+    what the command returns (``fit``: the test metrics). The public way for scripts to run a command
+    (``rerank.run_command``)."""
+    if command not in COMMANDS:
+        raise ValueError(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
+    return importlib.import_module(f"{__name__}.{MODULES.get(command, command)}").main(options)
 
 
 def dispatch(command: str, options: list[str]) -> None:

@@ -170,3 +170,14 @@ def run_shortcut(arguments: list[str]) -> list[str]:
     if files:
         kept += ["--data.first_stage.backend", "run", "--data.first_stage.run", files[-1]]
     return kept
+
+
+def from_config(arguments: list[str], instantiate: bool = True,
+                options: Callable[[LightningArgumentParser], None] | None = None, prog: str = "rerank",
+                description: str = "the options of every rerank command") -> RerankCLI:
+    """What ``arguments`` (``--config`` files and options, as every command takes them) configure: ``.model``,
+    ``.datamodule`` and ``.trainer`` (with ``instantiate``), ``.config`` the parsed options and ``.option(key, cls)``
+    one of them as its dataclass. ``options`` adds a script's own options to the parser; ``prog`` and
+    ``description`` name it in ``--help`` and errors. The public way for scripts to build what a config describes
+    (``rerank.from_config``)."""
+    return RerankCLI(arguments, prog=prog, description=description, arguments=options, instantiate=instantiate)

@@ -23,6 +23,7 @@ from ..atomic import atomic_write
 from ..data.collection import Collection, as_collection_config
 from ..data.trec import Qrels, Run, read_qrels, read_run
 from ..evaluation import evaluate, paired_p
+from ..figures import save_figure
 from ..logs import configure_logging
 from ..run_directory import FUSIONS, CrossValidationDirectory
 from .arguments import RerankCLI
@@ -154,16 +155,6 @@ def plot(report: dict, folders: dict[str, Path | None], output: Path) -> list[Pa
                       fontsize="small", bbox_to_anchor=(0.5, 0.0))
         written.append(save_figure(figure, output / "per_fold.png"))
     return written
-
-
-def save_figure(figure: Any, path: Path) -> Path:
-    """Save a matplotlib figure as PNG, atomically, and close it."""
-    import matplotlib.pyplot as plt
-
-    with atomic_write(path, "wb") as handle:
-        figure.savefig(handle, format="png", dpi=120, bbox_inches="tight")
-    plt.close(figure)
-    return path
 
 
 def _arguments(parser: LightningArgumentParser) -> None:

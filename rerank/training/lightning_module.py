@@ -61,6 +61,7 @@ from ..deployment import (
 from ..errors import UserError
 from ..evaluation import METRICS, evaluate, trec_measure
 from ..interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
+from ..losses import RankingLoss
 from ..losses import build as build_loss
 from ..model import speedups as speedups_module
 from ..model.cross_encoder import CrossEncoderModel
@@ -161,34 +162,11 @@ class RerankModule(pl.LightningModule):
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["judgments", "teacher_run"])
-        for measure in (*metrics, selection_metric):
-            trec_measure(measure)  # unknown measure names fail now, not after the first epoch
-        if selection_metric not in metrics:
-            raise ValueError(f"model.selection_metric {selection_metric!r} must be one of model.metrics "
-                             f"{list(metrics)}")
-        if deploy not in ("auto", *RANKERS):
-            raise ValueError(f"model.deploy must be auto or one of {', '.join(RANKERS)}; got {deploy!r}")
-        if deploy in ("interpolated", "fused") and not interpolate:
-            raise ValueError(f"model.deploy {deploy} is a fusion, measured only with model.interpolate: true")
+        _check_options(self.hparams)
         names = speedups_module.resolve(speedups)
-        for name, value in (("encoder_lr", encoder_lr), ("head_lr", head_lr), ("teacher_weight", teacher_weight)):
-            check_range(f"model.{name}", value, above=0)
-        for name, value in (("warmup", warmup), ("weight_decay", weight_decay)):
-            check_range(f"model.{name}", value, 0)
-        self.loss = build_loss(loss, **(loss_args or {}))
-        self.teacher_loss = build_loss(teacher_loss, **(teacher_loss_args or {}))
-        if self.teacher_loss.graded:
-            raise ValueError(f"model.teacher_loss {teacher_loss!r} takes graded labels; use a distillation head: "
-                             "distill_listnet, distill_ranknet or margin_mse")
-        self.click_loss = build_loss(click_loss, **(click_loss_args or {}))
-        if self.click_loss.graded:
-            raise ValueError(f"model.click_loss {click_loss!r} takes graded labels; use a click head: click_softmax, "
-                             "click_bce or dla")
+        self.loss, self.teacher_loss, self.click_loss = _heads(self.hparams)
         if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
             tokenization = TokenizationConfig(**tokenization)
-        for name, value in (("dropout", dropout), ("encoder_dropout", encoder_dropout)):
-            if value is not None:
-                check_range(f"model.{name}", value, 0, below=1)
         self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization,
                                                        encoder_dropout)
         if freeze_embeddings:
@@ -453,6 +431,47 @@ class RerankModule(pl.LightningModule):
         saved = checkpoint.get("deployment")  # absent from checkpoints written before deployments: the pure model
         self.deployment = Deployment.from_dict(saved, "checkpoint") if saved else Deployment()
         self.validation_run = checkpoint.get("validation_run") or {}  # absent from checkpoints written before it
+
+
+def _check_options(options: Mapping[str, Any]) -> None:
+    """Fail on a module option out of its range, or two that disagree, naming them (before the model loads).
+
+    Raises:
+        ValueError: ``model.<option> ...``.
+    """
+    metrics, selection, deploy = options["metrics"], options["selection_metric"], options["deploy"]
+    for measure in (*metrics, selection):
+        trec_measure(measure)  # unknown measure names fail now, not after the first epoch
+    if selection not in metrics:
+        raise ValueError(f"model.selection_metric {selection!r} must be one of model.metrics {list(metrics)}")
+    if deploy not in ("auto", *RANKERS):
+        raise ValueError(f"model.deploy must be auto or one of {', '.join(RANKERS)}; got {deploy!r}")
+    if deploy in ("interpolated", "fused") and not options["interpolate"]:
+        raise ValueError(f"model.deploy {deploy} is a fusion, measured only with model.interpolate: true")
+    for name in ("encoder_lr", "head_lr", "teacher_weight"):
+        check_range(f"model.{name}", options[name], above=0)
+    for name in ("warmup", "weight_decay"):
+        check_range(f"model.{name}", options[name], 0)
+    for name in ("dropout", "encoder_dropout"):
+        if options[name] is not None:
+            check_range(f"model.{name}", options[name], 0, below=1)
+
+
+def _heads(options: Mapping[str, Any]) -> tuple[RankingLoss, RankingLoss, RankingLoss]:
+    """The qrels, teacher and click heads the options name, each checked to take the targets it will get.
+
+    Raises:
+        ValueError: a graded head named as the teacher's or the clicks' head.
+    """
+    heads = tuple(build_loss(options[name], **(options[f"{name}_args"] or {}))
+                  for name in ("loss", "teacher_loss", "click_loss"))
+    if heads[1].graded:
+        raise ValueError(f"model.teacher_loss {options['teacher_loss']!r} takes graded labels; use a distillation "
+                         "head: distill_listnet, distill_ranknet or margin_mse")
+    if heads[2].graded:
+        raise ValueError(f"model.click_loss {options['click_loss']!r} takes graded labels; use a click head: "
+                         "click_softmax, click_bce or dla")
+    return heads
 
 
 def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:
