@@ -166,3 +166,14 @@ def test_scripts_use_the_public_api_or_the_command_line() -> None:
             inside += [f"{path.name}:{node.lineno} {name}" for name in names
                        if name == "rerank.cli" or name.startswith("rerank.cli.")]
     assert not inside, "scripts import rerank.cli: " + "; ".join(inside)
+
+
+def test_the_floors_of_the_development_guide_are_these() -> None:
+    """docs/development.md names each floor's modules as FLOORS does: every top module or package of rerank/ is named
+    under the heading of its floor, so that the guide cannot drift from the code."""
+    guide = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    headings = [guide.index(f"**Floor {number}:") for number in range(5)] + [len(guide)]
+    for prefix, number in FLOORS.items():
+        name = prefix.removeprefix("rerank.").split(".")[-1]
+        section = guide[headings[number]: headings[number + 1]]
+        assert f"`{name}" in section or f"rerank/{name}" in section, f"{prefix}: not under floor {number}'s heading"
