@@ -257,16 +257,27 @@ def infinity_rounds(args: argparse.Namespace, pools: dict[int, list[Request]],
 
     def check(n: int) -> Check:
         def agrees(request: Request, answer: dict) -> None:
+            # one score a document; Infinity cuts a pair to the tokenizer's 256 tokens its own way (the longest of
+            # the two texts first), rerank as the model was trained (the query at most 128, then the document), so
+            # its sigmoid scores are recorded against ours, not required to equal them
+            assert sorted(r["index"] for r in answer["results"]) == list(range(n))
             scores = expected[n][(request.query, n)]
-            assert all(abs(r["relevance_score"] - 1 / (1 + math.exp(-scores[r["index"]]))) <= 1e-3
-                       for r in answer["results"])
+            differences.extend(abs(r["relevance_score"] - 1 / (1 + math.exp(-scores[r["index"]])))
+                               for r in answer["results"])
         return agrees
 
+    differences: list[float] = []
+
     try:
-        return rounds("Infinity (pure)", f"{served.url}/rerank", pools, args,
-                      lambda request: {"model": model, "query": request.query, "documents": request.documents}, check)
+        results = rounds("Infinity (pure)", f"{served.url}/rerank", pools, args,
+                         lambda request: {"model": model, "query": request.query, "documents": request.documents},
+                         check)
     finally:
         served.stop()
+    ordered = sorted(differences)
+    print(f"Infinity's scores against the sigmoid of rerank's pure ones: median difference "
+          f"{ordered[len(ordered) // 2]:.2e}, largest {ordered[-1]:.2e}", flush=True)
+    return results
 
 
 def show(report: dict) -> None:
