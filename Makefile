@@ -21,7 +21,7 @@ IRDS_HOME := $(HOME)/.cache/rerank/irds_home
 CACHES := $(if $(wildcard $(SHARED)/hf_home),HF_HOME=$${HF_HOME:-$(abspath $(SHARED))/hf_home} HF_HUB_OFFLINE=1) \
           $(if $(wildcard $(SHARED)/irds_home),IR_DATASETS_HOME=$${IR_DATASETS_HOME:-$(IRDS_HOME)})
 
-.PHONY: setup run test test-minimum bench-losses
+.PHONY: setup run test test-minimum bench-losses bench-serve
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,17 @@ run: setup
 
 bench-losses: setup
 	$(BIN)/python scripts/bench_losses.py --output outputs/bench_losses.json
+
+# Serving under load (docs/experiments/benchmarks.md): `rerank serve` against `rerank predict` offline and against
+# Infinity serving $(OUTPUT)/model (a `make run` export). Infinity pins libraries rerank cannot have (numpy<2,
+# sentence-transformers<4), so it gets an environment of its own.
+INFINITY_VENV ?= .venv-infinity
+bench-serve: setup
+	test -x $(INFINITY_VENV)/bin/python || $(PYTHON) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(INFINITY_VENV)/bin/python -m pip install --quiet "infinity-emb[server,torch]==0.0.78" "transformers<4.58"
+	$(CACHES) $(BIN)/python scripts/bench_serve.py --model $(OUTPUT)/model --infinity $(INFINITY_VENV)/bin/python \
+		--output outputs/bench_serve.json
 
 # The tests, after the linter (ruff, configured in pyproject.toml).
 test: setup

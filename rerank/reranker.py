@@ -27,7 +27,7 @@ from .data.trec import Run, restrict
 from .deployment import Deployment, check_teacher, saved_deployment
 from .model.cross_encoder import CrossEncoderModel
 from .model.scorer import CandidateTexts, PairScorer
-from .teacher import blend, cosines_of_texts, load_bi_encoder
+from .teacher import EmbeddingMemo, blend, cosines_of_texts, load_bi_encoder
 
 __all__ = ["CandidateTexts", "Reranker"]
 
@@ -40,16 +40,20 @@ class Reranker(PairScorer):
     Args:
         model: the cross-encoder.
         deployment: the ranker to re-rank with and what it needs (default: the pure cross-encoder).
+        remember: the teacher's embeddings of this many distinct documents are kept (least recently used out), so
+            that a document seen before is not embedded again (0: none; ``rerank serve`` keeps 50,000).
         **options: those of :class:`~rerank.model.scorer.PairScorer` (``batch_size``, ``device``, ``precision``,
             tokenization overrides).
     """
 
-    def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, **options: object) -> None:
+    def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, remember: int = 0,
+                 **options: object) -> None:
         super().__init__(model, **options)
         self.deployment = deployment or Deployment()
         teacher = self.deployment.teacher
         self.bi_encoder = (load_bi_encoder(teacher.bi_encoder, teacher.max_length, str(self.device))
                            if self.deployment.needs_teacher else None)
+        self.memo = EmbeddingMemo(remember) if remember and self.bi_encoder is not None else None
 
     @classmethod
     def from_pretrained(cls, name_or_path: str, ranker: str = "deployed", **options: object) -> Reranker:
@@ -105,7 +109,7 @@ class Reranker(PairScorer):
         pure = super().rerank_many(queries, candidates, progress)
         teacher = None
         if deployment.needs_teacher:
-            teacher = cosines_of_texts(self.bi_encoder, queries, candidates)
+            teacher = cosines_of_texts(self.bi_encoder, queries, candidates, memo=self.memo)
             teacher = blend(teacher, first_stage, deployment.teacher.first_stage_weight)
         return deployment.combine(pure, first_stage, teacher)
 

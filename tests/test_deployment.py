@@ -272,3 +272,18 @@ def test_a_choice_on_few_validation_queries_says_how_fine_it_is(tmp_path: Path) 
     assert not [line for line in Deployment(queries=45, resolution=0.04).warnings() if "rest on" in line]
     lines = fit_summary({"reranker": {"nDCG@10": 0.4}}, few, RunDirectory(tmp_path), "nDCG@10", 15)
     assert any(isinstance(line, str) and line.endswith(", on 15 validation queries") for line in lines)
+
+
+def test_the_teachers_memory_gives_fresh_cosines_and_forgets_the_least_recently_used(tmp_path: Path) -> None:
+    from rerank.teacher import EmbeddingMemo, cosines_of_texts, load_bi_encoder
+
+    model = load_bi_encoder(str(tiny_bi_encoder(tmp_path)), 64, "cpu")
+    queries = {"q1": "flow over a flat plate", "q2": "heat transfer at the wall"}
+    texts = {f"d{i}": f"document {i} about {word}" for i, word in enumerate(["flow", "heat", "plates", "walls"])}
+    first = {"q1": {d: texts[d] for d in ("d0", "d1", "d2")}, "q2": {d: texts[d] for d in ("d1", "d2")}}
+    second = {"q1": {d: texts[d] for d in ("d2", "d3")}, "q2": {d: texts[d] for d in ("d0", "d3")}}
+    memo = EmbeddingMemo(3)
+    for candidates in (first, second, first):  # d0 is forgotten after the second call and embedded afresh
+        assert cosines_of_texts(model, queries, candidates, memo=memo) == cosines_of_texts(model, queries, candidates)
+    assert len(memo) == 3
+    assert memo.get(texts["d3"]) is None and memo.get(texts["d0"]) is not None  # d3 was the least recently used

@@ -22,6 +22,7 @@ ELSEWHERE = {  # scripts that other test modules run
     "bench_loaders.py": "test_bench_scripts.py", "bench_serve.py": "test_serve.py",
     "bench_startup.py": "test_bench_scripts.py",
     "delta_by_length.py": "test_delta_by_length.py", "export_stage.py": "test_sources.py",
+    "loss_study.py": "test_loss_study.py",
     "make_collection.py": "test_make_collection.py", "probe_teacher_feedback.py": "test_sources.py",
     "shape_collections.py": "test_bench_scripts.py", "split_half_deploy.py": "test_cv.py",
     "truncate_bert.py": "test_bench_scripts.py",

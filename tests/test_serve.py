@@ -148,7 +148,8 @@ def test_concurrent_requests_are_batched_together_and_keep_their_scores(exports:
         return {i: [rank["score"] for rank in sorted(answer.json(), key=lambda rank: rank["index"])]
                 for i, answer in zip(order, answers)}
 
-    with serving(exports["fused"], "--serve.max_wait_ms", "300", "--serve.batch_pairs", "20") as server:
+    with serving(exports["fused"], "--serve.max_wait_ms", "300", "--serve.batch_pairs", "20",
+                 "--serve.remember", "4") as server:
         for order in (list(range(12)), list(reversed(range(12))), [0, 5, 1, 7, 2, 11]):  # other batch compositions
             before = server.info()["scored"]
             scores = asyncio.run(send(server.url, order))
@@ -157,6 +158,9 @@ def test_concurrent_requests_are_batched_together_and_keep_their_scores(exports:
             assert after["batches"] - before["batches"] < len(order)  # requests shared batches
             for i in order:
                 assert max(abs(a - b) for a, b in zip(scores[i], references[i])) <= TOLERANCE
+            # the teacher keeps the embeddings of the last 4 distinct documents it saw: seen ones are not embedded
+            # again, and the scores stay those of a fresh embedding (above)
+            assert server.info()["remembered_documents"] == 4
 
 
 BAD_REQUESTS = [  # path, body (bytes as sent), status, words the error must contain

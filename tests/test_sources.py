@@ -563,7 +563,12 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
     for name, change in DEFAULT_VARIANTS.items():
         assert resolved("cranfield", f"ablation/{name}") == merged(merged(default, ONE_EPOCH),
                                                                                           change), name
-    on_the_default = set(DEFAULT_VARIANTS)
+    # lever A of the paragraph-queries study (docs/experiments/ablations.md), on today's sized default: its stage's
+    # pseudo-queries follow the queries' lengths, and nothing else changes
+    sized = resolved("cranfield")
+    spans = {**sized["pretrain"]["train"][0], "pseudo": {**sized["pretrain"]["train"][0]["pseudo"], "lengths": "queries"}}
+    assert resolved("cranfield", "ablation/spans") == {**sized, "pretrain": {**sized["pretrain"], "train": [spans]}}
+    on_the_default = {*DEFAULT_VARIANTS, "spans"}
     on_the_previous = {"previous-default", "sentences", "lists16", "lr1e-4", "born-again"}
     for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
         ablation = resolved("cranfield", f"ablation/{name.stem}")

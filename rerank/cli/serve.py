@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
     config = cli.option("serve", ServeConfig)
     model = cli.config.model.model_name
     reranker = Reranker.from_pretrained(model, ranker=cli.config.ranker, device=config.device,
-                                        precision=config.precision, batch_size=config.batch_size)
+                                        precision=config.precision, batch_size=config.batch_size,
+                                        remember=config.remember)
     try:
         listening = socket.create_server((config.host, config.port))
     except OSError as error:

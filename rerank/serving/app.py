@@ -107,6 +107,7 @@ class Service:
                            "batch_pairs": config.batch_pairs, "max_wait_ms": config.max_wait_ms,
                            "max_queue_pairs": config.max_queue_pairs},
                 "scored": dict(self.batcher.scored) if self.batcher is not None else None,
+                "remembered_documents": len(self.reranker.memo) if self.reranker.memo is not None else 0,
                 "queued_pairs": self.batcher.queued_pairs if self.batcher is not None else 0}
 
 

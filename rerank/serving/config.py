@@ -26,6 +26,8 @@ class ServeConfig:
         device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one).
         precision: what the cross-encoder scores in (:data:`rerank.model.scorer.PRECISIONS`).
         graceful_seconds: after SIGTERM, how long requests in flight may take to finish before the server exits.
+        remember: the teacher's embeddings of this many distinct documents are kept (a deployed ``fused`` ranker's
+            bi-encoder embeds a document seen before from memory: about 1.5 KB each for MiniLM; 0: none).
     """
 
     host: str = "127.0.0.1"
@@ -39,6 +41,7 @@ class ServeConfig:
     device: str | None = None
     precision: str = "32"
     graceful_seconds: float = 30.0
+    remember: int = 50_000
 
     def __post_init__(self) -> None:
         check_range("port", self.port, 0, 65535)
@@ -47,5 +50,6 @@ class ServeConfig:
         check_range("max_queue_pairs", self.max_queue_pairs, self.max_documents)
         check_range("max_wait_ms", self.max_wait_ms, 0)
         check_range("graceful_seconds", self.graceful_seconds, 0)
+        check_range("remember", self.remember, 0)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
