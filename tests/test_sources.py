@@ -566,7 +566,8 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
     # lever A of the paragraph-queries study (docs/experiments/ablations.md), on today's sized default: its stage's
     # pseudo-queries follow the queries' lengths, and nothing else changes
     sized = resolved("cranfield")
-    spans = {**sized["pretrain"]["train"][0], "pseudo": {**sized["pretrain"]["train"][0]["pseudo"], "lengths": "queries"}}
+    titles = sized["pretrain"]["train"][0]
+    spans = {**titles, "pseudo": {**titles["pseudo"], "lengths": "queries"}}
     assert resolved("cranfield", "ablation/spans") == {**sized, "pretrain": {**sized["pretrain"], "train": [spans]}}
     on_the_default = {*DEFAULT_VARIANTS, "spans"}
     on_the_previous = {"previous-default", "sentences", "lists16", "lr1e-4", "born-again"}

@@ -50,17 +50,14 @@ def run_command(command: str, options: list[str]) -> Any:
 
 
 def dispatch(command: str, options: list[str]) -> None:
-    """``--help`` from the stored text, the stored schema's checks, then the command itself."""
+    """``--help`` from the cached help, the cached options' checks, then the command itself."""
     from . import schema
     from .configs import resolve_configs
 
     every = HELP_ALL in options  # every option the command accepts, not only those it reads
     if every or (len(options) == 1 and options[0] in HELP):
-        text = schema.help_text(command, every)
-        if text is not None:
-            print(text, end="")
-            return
-        options = ["--help"]  # the parser's own (every option), where the stored text may differ from it
+        print(schema.help_text(command, every), end="")
+        return
     if not any(option in HELP for option in options):
         schema.check(command, resolve_configs(options))
     importlib.import_module(f"{__name__}.{MODULES.get(command, command)}").main(options)
