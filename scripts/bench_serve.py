@@ -74,6 +74,12 @@ def requests(documents: int, count: int) -> list[Request]:
                     list(run[qid].values())) for qid in query_ids if len(run[qid]) == documents]
 
 
+def relative(argument: str) -> str:
+    """A command-line argument as the report records it: an absolute path relative to the working folder (no
+    machine's layout in a committed report)."""
+    return os.path.relpath(argument) if os.path.isabs(argument) else argument
+
+
 def percentile(values: list[float], fraction: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, math.ceil(fraction * len(ordered)) - 1))]
@@ -204,7 +210,7 @@ def main(argv: list[str] | None = None) -> dict:
     report: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                                 "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
                                 "torch": torch.__version__},
-                    "command": " ".join(sys.argv), "offline": {}, "rounds": []}
+                    "command": " ".join(relative(argument) for argument in sys.argv), "offline": {}, "rounds": []}
     rerankers = {ranker: Reranker.from_pretrained(args.model, ranker=ranker) for ranker in ("reranker", "deployed")}
     deployed = rerankers["deployed"].deployment.describe()
     report["deployed"] = deployed
