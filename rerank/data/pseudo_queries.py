@@ -100,6 +100,12 @@ class PseudoQueryConfig:
             raise ValueError(f"pseudo.lengths: numbers of words (>= 1), or {QUERIES}; got {list(self.lengths)!r}")
 
     @property
+    def sized(self) -> bool:
+        """Whether nothing is left to resolve from the collection's queries (no ``max_words: auto``, no ``lengths:
+        queries``; :func:`sized_to`)."""
+        return self.max_words != AUTO and self.lengths != QUERIES
+
+    @property
     def spans(self) -> bool:
         """Whether the pseudo-queries are spans of the documents' bodies (else titles or first sentences)."""
         return bool(self.lengths) and self.lengths != QUERIES
@@ -127,7 +133,7 @@ def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryCo
     the module docstring): with ``lengths: queries`` and queries of a median above ``MAX_WORDS`` words, spans whose
     lengths are the queries' (within ``min_words`` and ``MAX_SPAN_WORDS``), at most ``MAX_SPAN_WORDS`` words; else
     titles, of at most the longest query's words (within ``min_words`` and ``MAX_WORDS``) for ``max_words: auto``."""
-    if config.max_words != AUTO and config.lengths != QUERIES:
+    if config.sized:
         return config
     lengths = sorted(len(text.split()) for text in queries)
     if config.lengths == QUERIES:
@@ -144,7 +150,7 @@ def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryCo
 def pseudo_queries(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:
     """The pseudo-queries of ``documents`` (cached; see the module docstring); ``config`` resolved by
     :func:`sized_to`."""
-    if config.max_words == AUTO or config.lengths == QUERIES:
+    if not config.sized:
         raise TypeError("pseudo_queries: resolve max_words: auto and lengths: queries first (sized_to)")
     path = cache_path("pseudo_queries", documents.source(), documents.fingerprint(), asdict(config), suffix=".tsv")
     if intact(path, "pseudo-queries"):

@@ -45,7 +45,7 @@ from ..checks import AUTO, check_range
 from ..clicks.targets import ClickTargetConfig, click_targets
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection, as_collection_config
-from ..data.pseudo_queries import MAX_WORDS, QUERIES, PseudoQueryConfig, pseudo_queries, sized_to
+from ..data.pseudo_queries import MAX_WORDS, PseudoQueryConfig, pseudo_queries, sized_to
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
@@ -231,11 +231,14 @@ def _queries_and_qrels(config: SourceConfig, collection: Collection, context: So
 def sized_pseudo_queries(config: SourceConfig, collection: Collection, where: str) -> SourceConfig:
     """``config`` with its pseudo-queries' ``max_words: auto`` resolved from ``collection``'s queries (the ones the
     model is trained for; :func:`rerank.data.pseudo_queries.sized_to`), and said in one line."""
-    if config.pseudo is None or (config.pseudo.max_words != AUTO and config.pseudo.lengths != QUERIES):
+    if config.pseudo is None or config.pseudo.sized:
         return config
     pseudo = sized_to(config.pseudo, collection.queries.values())
     if pseudo.spans:
         logger.info("%s: pseudo-queries are %s (lengths: queries: the %d queries of %s have a median of more than %d "
+                    "words)", where, pseudo.describe(), len(collection.queries), collection.name, MAX_WORDS)
+    elif config.pseudo.max_words != AUTO:  # lengths: queries, on queries that are not paragraphs
+        logger.info("%s: pseudo-queries are %s (lengths: queries: the %d queries of %s have a median of at most %d "
                     "words)", where, pseudo.describe(), len(collection.queries), collection.name, MAX_WORDS)
     else:
         logger.info("%s: pseudo-queries of at most %d words (max_words: auto: the longest of the %d queries of %s, "
