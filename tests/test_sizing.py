@@ -12,6 +12,7 @@ from helpers import WORDS, tiny_bert
 
 from rerank.cli.arguments import RerankCLI
 from rerank.model.cross_encoder import CrossEncoderModel, load_tokenizer
+from rerank.data.pseudo_queries import are_paragraphs
 from rerank.model.sizing import cut_queries, percentile, query_lengths, size_tokenization, sized
 from rerank.model.tokenization import PairTokenizer, TokenizationConfig
 from rerank.training.datamodule import RerankDataModule
@@ -46,6 +47,29 @@ def test_an_auto_row_reads_what_the_teacher_reads_of_nine_documents_in_ten_withi
     assert (sized(capped, [50], [500]).max_length, sized(capped, [50], [500]).max_query_length) == (96, 8)
     with pytest.raises(ValueError, match="max_length_cap must be >= 64; got 32"):
         TokenizationConfig(max_length="auto", max_length_cap=32)
+
+
+def test_an_auto_cap_reads_paragraph_queries_nearly_whole_and_other_queries_as_before() -> None:
+    auto = TokenizationConfig(max_length="auto", max_query_length="auto")
+    titles, paragraphs = sized(auto, [5, 300], [1000]), sized(auto, [5, 300], [1000], paragraphs=True)
+    assert (titles.max_length, titles.max_query_length, titles.max_length_cap) == (256, 128, 256)
+    assert (paragraphs.max_length, paragraphs.max_query_length, paragraphs.max_length_cap) == (384, 192, 384)
+    assert sized(auto, [5, 40], [100], paragraphs=True).max_length == 160  # the cap bounds; it does not pad
+    given = TokenizationConfig(max_length="auto", max_query_length="auto", max_length_cap=256)
+    assert sized(given, [5, 300], [1000], paragraphs=True).max_length == 256  # a number given is kept
+    assert are_paragraphs([30, 40, 10]) and not are_paragraphs([24, 24, 100]) and not are_paragraphs([])
+
+
+def test_the_sizing_line_says_why_the_cap_is_what_it_is(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    model = str(tiny_bert(tmp_path / "bert"))
+    auto = TokenizationConfig(max_length="auto", max_query_length="auto")
+    paragraph = " ".join(WORDS * 3)  # 30 words
+    with caplog.at_level(logging.INFO, logger="rerank.model.sizing"):
+        long = size_tokenization(auto, model, [paragraph, paragraph, "wind tunnel"], None, "x")
+        short = size_tokenization(auto, model, ["wind tunnel", " ".join(WORDS)], None, "y")
+    assert (long.max_length_cap, short.max_length_cap) == (384, 256)
+    assert "the cap is 384 (auto: the queries are paragraphs)" in caplog.messages[0]
+    assert "the cap is 256 (auto)" in caplog.messages[1]
 
 
 def test_an_unsized_budget_is_refused_where_pairs_are_made(tmp_path: Path) -> None:

@@ -508,7 +508,7 @@ def test_the_default_sizes_itself_and_the_demo_pins_what_it_sized_before(capsys:
     default = merged_config("cranfield", capsys=capsys)
     tokenization = default["model"]["tokenization"]
     assert (tokenization["max_length"], tokenization["max_query_length"], tokenization["max_length_cap"]) == (
-        "auto", "auto", 256)
+        "auto", "auto", "auto")
     assert (default["pretrain"]["max_steps"], default["pretrain"]["passes"], default["pretrain"]["budget_minutes"]) == (
         "auto", 1.5, 60)
     assert default["pretrain"]["train"][0]["pseudo"] == {"count": 2000, "max_words": "auto"}

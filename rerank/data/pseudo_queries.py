@@ -34,7 +34,7 @@ import logging
 import random
 import re
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
@@ -137,7 +137,7 @@ def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryCo
         return config
     lengths = sorted(len(text.split()) for text in queries)
     if config.lengths == QUERIES:
-        if lengths and statistics.median(lengths) > MAX_WORDS:
+        if are_paragraphs(lengths):
             return replace(config, max_words=MAX_SPAN_WORDS,
                            lengths=tuple(min(MAX_SPAN_WORDS, max(config.min_words, n)) for n in lengths))
         config = replace(config, lengths=())
@@ -145,6 +145,11 @@ def sized_to(config: PseudoQueryConfig, queries: Iterable[str]) -> PseudoQueryCo
         return config
     longest = lengths[-1] if lengths else MAX_WORDS
     return replace(config, max_words=min(MAX_WORDS, max(config.min_words, longest)))
+
+
+def are_paragraphs(word_counts: Sequence[int]) -> bool:
+    """Whether queries of these lengths in words are paragraphs rather than titles: a median above ``MAX_WORDS``."""
+    return bool(word_counts) and statistics.median(word_counts) > MAX_WORDS
 
 
 def pseudo_queries(documents: Documents, config: PseudoQueryConfig) -> list[PseudoQuery]:

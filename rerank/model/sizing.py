@@ -8,8 +8,10 @@ The rule (:func:`sized`), in tokens without the special ones:
   many a budget cuts, and by how much);
 - the row: that budget, plus what the teacher reads of 9 in 10 of the documents (their 90th percentile length, at
   most the teacher's own row, ``teacher.max_length``), plus the 3 special tokens, rounded up to a multiple of 32 and
-  kept within 64 and ``max_length_cap`` (256 by default): the student reads about what its teacher reads, at a cost
-  per step that the cap bounds. Documents' lengths are those of the collection's first ``SAMPLE`` documents.
+  kept within 64 and the cap: the student reads about what its teacher reads, at a cost per step that the cap
+  bounds. The cap (``max_length_cap: auto``) is 256 tokens, or 384 where the collection's queries are paragraphs (a
+  median above 24 words), whose budget then holds 192 tokens of them. Documents' lengths are those of the
+  collection's first ``SAMPLE`` documents.
 
 A model that rerank exported keeps the lengths it was trained with (its ``config.json``).
 """
@@ -24,6 +26,7 @@ from itertools import islice
 
 from ..checks import AUTO
 from ..data.collection import Documents
+from ..data.pseudo_queries import are_paragraphs
 from .cross_encoder import exported_tokenization, load_tokenizer
 from .tokenization import MIN_LENGTH, TokenizationConfig, head
 
@@ -38,13 +41,15 @@ SPECIAL_TOKENS = 3
 
 
 def sized(tokenization: TokenizationConfig, query_lengths: Sequence[int], document_lengths: Sequence[int] = (),
-          teacher_reads: int | None = None) -> TokenizationConfig:
+          teacher_reads: int | None = None, paragraphs: bool = False) -> TokenizationConfig:
     """``tokenization`` with its ``auto`` values resolved from the collection's texts' lengths (numbers are kept):
-    the rule of the module docstring; ``teacher_reads``: what the teacher reads of a document (None: no cap)."""
+    the rule of the module docstring; ``teacher_reads``: what the teacher reads of a document (None: no cap);
+    ``paragraphs``: whether the queries are paragraphs (the cap of an ``auto`` one)."""
     if tokenization.resolved:
         return tokenization
     budget = tokenization.max_query_length
-    row = tokenization.max_length_cap if tokenization.sizes_rows else tokenization.max_length
+    cap = tokenization.cap(paragraphs)
+    row = cap if tokenization.sizes_rows else tokenization.max_length
     query = min(max(query_lengths, default=1) if budget == AUTO else budget, row // 2)
     if tokenization.sizes_rows:
         document = percentile(document_lengths, PERCENTILE)
@@ -52,7 +57,7 @@ def sized(tokenization: TokenizationConfig, query_lengths: Sequence[int], docume
         row = min(row, max(MIN_LENGTH, -(-(query + document + SPECIAL_TOKENS) // 32) * 32))
     if budget == AUTO:  # the longest query, at most half a row (of the cap, for a row sized here)
         budget = max(min(query, row - SPECIAL_TOKENS - 1), 1)
-    return dataclasses.replace(tokenization, max_length=row, max_query_length=budget)
+    return dataclasses.replace(tokenization, max_length=row, max_query_length=budget, max_length_cap=cap)
 
 
 def size_tokenization(tokenization: TokenizationConfig, name_or_path: str, queries: Iterable[str],
@@ -69,20 +74,30 @@ def size_tokenization(tokenization: TokenizationConfig, name_or_path: str, queri
                     kept.max_length, kept.max_query_length, name_or_path)
         return sized(kept, [])
     tokenizer = load_tokenizer(name_or_path)
-    lengths = query_lengths(tokenizer, list(queries))
+    texts = list(queries)
+    lengths = query_lengths(tokenizer, texts)
+    paragraphs = are_paragraphs(sorted(len(text.split()) for text in texts))
     document_lengths: list[int] = []
     if tokenization.sizes_rows and documents is not None:
-        texts = [head(text, 2 * tokenization.max_length_cap) for _, text in islice(documents.iter_texts(), SAMPLE)]
-        document_lengths = query_lengths(tokenizer, texts)
-    result = sized(tokenization, lengths, document_lengths, teacher_reads)
+        documents_read = [head(text, 2 * tokenization.cap(paragraphs))
+                          for _, text in islice(documents.iter_texts(), SAMPLE)]
+        document_lengths = query_lengths(tokenizer, documents_read)
+    result = sized(tokenization, lengths, document_lengths, teacher_reads, paragraphs)
     read = percentile(document_lengths, PERCENTILE)
     logger.info("model.tokenization auto: rows of %d tokens (max_length %s), queries up to %d (the longest of the %d "
                 "of %s has %d)%s", result.max_length, tokenization.max_length, result.max_query_length, len(lengths),
                 where, max(lengths, default=0),
                 f"; documents: 9 in 10 of {len(document_lengths)} have at most {read} tokens, the teacher reads "
                 f"{teacher_reads if teacher_reads is not None else 'them whole'}, the cap is "
-                f"{tokenization.max_length_cap}" if tokenization.sizes_rows else "")
+                f"{result.max_length_cap}{cap_reason(tokenization, paragraphs)}" if tokenization.sizes_rows else "")
     return result
+
+
+def cap_reason(tokenization: TokenizationConfig, paragraphs: bool) -> str:
+    """Why an ``auto`` cap is what it is, for the sizing line ('' for a cap given as a number)."""
+    if tokenization.max_length_cap != AUTO:
+        return ""
+    return " (auto: the queries are paragraphs)" if paragraphs else " (auto)"
 
 
 def percentile(values: Sequence[int], fraction: float) -> int:

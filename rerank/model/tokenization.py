@@ -44,6 +44,16 @@ class PairInputs(Pinnable):
         return int(self.passage_to_pair[-1]) + 1 if len(self.passage_to_pair) else 0
 
 
+CAP = 256
+"""``max_length_cap: auto`` where the queries are titles or sentences: about what the teacher (a bi-encoder of 256
+tokens) reads of a document, at a step's cost that stays in proportion."""
+PARAGRAPH_CAP = 384
+"""``max_length_cap: auto`` where the collection's queries are paragraphs (a median above 24 words,
+:func:`rerank.data.pseudo_queries.are_paragraphs`): a query budget of up to 192 tokens, so that the student reads
+the queries (nearly) whole, as its teacher does, at about 1.5 times a step's cost (adopted on 5 validation folds of
+``long-queries``: +0.020 nDCG@10, docs/experiments/ablations.md, lever C)."""
+
+
 @dataclass(frozen=True)
 class TokenizationConfig:
     """How (query, document) pairs become rows: part of a model, kept with its export (``config.json``).
@@ -52,10 +62,11 @@ class TokenizationConfig:
         max_length: tokens per row, special tokens included; ``auto``: sized from the collection
             (:func:`rerank.model.sizing.sized`): the query budget, plus what the teacher reads of 9 in 10 of its
             documents (their 90th percentile in tokens, at most the teacher's row), rounded up to a multiple of 32,
-            within 64 and ``max_length_cap``.
+            within 64 and the cap.
         max_query_length: cap on query tokens (the document gets the rest of the row); ``auto``: the longest query
             of the collection, at most half a row (:func:`rerank.model.sizing.sized`).
-        max_length_cap: the most an ``auto`` row may have (a step costs about in proportion to the row).
+        max_length_cap: the most an ``auto`` row may have (a step costs about in proportion to the row); ``auto``:
+            ``PARAGRAPH_CAP`` where the collection's queries are paragraphs, else ``CAP`` (:meth:`cap`).
         passages: ``first`` (truncate the document) or ``maxp`` (overlapping passages, max-pooled).
         stride: overlap between consecutive passages, in tokens (``maxp``).
         max_passages: passages kept per document (``maxp``), from its start.
@@ -66,13 +77,14 @@ class TokenizationConfig:
     passages: str = "first"
     stride: int = 64
     max_passages: int = 4
-    max_length_cap: int = 256
+    max_length_cap: int | Literal["auto"] = AUTO
 
     def __post_init__(self) -> None:
         if self.passages not in PASSAGE_MODES:
             raise ValueError(f"passages must be one of {', '.join(PASSAGE_MODES)}; got {self.passages!r}")
-        check_range("max_length_cap", self.max_length_cap, MIN_LENGTH)
-        length = self.max_length_cap if self.max_length == AUTO else self.max_length
+        if self.max_length_cap != AUTO:
+            check_range("max_length_cap", self.max_length_cap, MIN_LENGTH)
+        length = self.cap(paragraphs=True) if self.max_length == AUTO else self.max_length
         if not isinstance(length, int) or length < 8:
             raise ValueError(f"max_length must be auto or a number of tokens >= 8; got {self.max_length!r}")
         query = length // 2 if self.max_query_length == AUTO else self.max_query_length
@@ -82,6 +94,13 @@ class TokenizationConfig:
         if self.passages == "maxp" and not 0 <= self.stride < length - query - 3:
             raise ValueError(f"stride must be smaller than the passage length; got {self.stride}")
         check_range("max_passages", self.max_passages, 1)
+
+    def cap(self, paragraphs: bool) -> int:
+        """The most an ``auto`` row may have: ``max_length_cap`` when it is a number; for ``auto``,
+        ``PARAGRAPH_CAP`` where the queries are paragraphs (``paragraphs``), else ``CAP``."""
+        if self.max_length_cap != AUTO:
+            return self.max_length_cap
+        return PARAGRAPH_CAP if paragraphs else CAP
 
     @property
     def resolved(self) -> bool:
