@@ -11,8 +11,8 @@ import pytest
 from helpers import WORDS, tiny_bert
 
 from rerank.cli.arguments import RerankCLI
-from rerank.model.cross_encoder import CrossEncoderModel, load_tokenizer
 from rerank.data.pseudo_queries import are_paragraphs
+from rerank.model.cross_encoder import CrossEncoderModel, load_tokenizer
 from rerank.model.sizing import cut_queries, percentile, query_lengths, size_tokenization, sized
 from rerank.model.tokenization import PairTokenizer, TokenizationConfig
 from rerank.training.datamodule import RerankDataModule
