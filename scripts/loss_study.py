@@ -10,8 +10,9 @@ the heads against ListNet (today's head) over all queries.
 What follows ``--`` is passed to every ``rerank cv`` (the collection, the stage's steps pinned so that a busy machine
 cannot give one head a shorter stage). Resumable: a head whose ``cv_metrics.json`` exists is not run again, and an
 interrupted head's ``rerank cv`` resumes its folds. Then ``OUT/report.json``, ``OUT/report.md`` and
-``OUT/folds.png``: for each head, the pure re-ranker and the deployed ranker on nDCG@10 (primary), nDCG@20, MAP and
-P@10 over all the folds' judged queries (a query without candidates counts 0, as ``rerank cv`` counts it), each fold's
+``OUT/folds.png``: for each head, against the reference on the folds both finished (a study cut short is reported on
+the folds it has, and says which), the pure re-ranker and the deployed ranker on nDCG@10 (primary), nDCG@20, MAP and
+P@10 over those folds' judged queries (a query without candidates counts 0, as ``rerank cv`` counts it), each fold's
 validation nDCG@10, and against the reference head (``--reference``, ListNet) the mean difference, the p-value of a
 paired t-test over queries, the Bonferroni-corrected one (times the number of heads compared) and the smallest
 difference that test detects at 80 % power from the per-query spread (``(z(1 - a/2m) + z(0.8)) sd / sqrt(n)``).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -31,9 +33,9 @@ from scipy import stats
 
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
-from rerank.data.trec import read_run
+from rerank.data.trec import Run, read_run
 from rerank.evaluation import evaluate, paired_p
-from rerank.run_directory import CrossValidationDirectory
+from rerank.run_directory import CrossValidationDirectory, RunDirectory
 
 HEADS = ("listnet", "hinge", "smoothi_ndcg", "softndcg", "lambdarank", "neural_ndcg")
 MEASURES = ("nDCG@10", "nDCG@20", "MAP", "P@10")
@@ -58,29 +60,63 @@ def run_heads(heads: list[str], out: Path, cv_arguments: list[str], qrels_only: 
         subprocess.run(command, check=True)
 
 
-def qrels_of(out: Path, head: str) -> dict[str, dict[str, int]]:
-    """The judgments of the judged test queries of the folds the head ran (all of the collection's, for every fold),
-    as ``rerank cv`` measures them."""
+def finished_folds(out: Path, head: str) -> list[int]:
+    """The folds of the head's cv that finished (their ``metrics.json`` written): every fold once the cv is done, the
+    first ones of a cv that was stopped (a study cut short is reported on the folds it has)."""
     folder = CrossValidationDirectory(out / head)
-    folds = folder.read_metrics()["folds"]
-    config = yaml.safe_load((folder.fold(folds[0]).root / "config.yaml").read_text())["data"]
+    if folder.metrics.exists():
+        return folder.read_metrics()["folds"]
+    return sorted(int(path.parent.name.removeprefix("fold")) for path in folder.root.glob("fold*/metrics.json"))
+
+
+def qrels_of(out: Path, head: str, folds: list[int]) -> dict[str, dict[str, int]]:
+    """The judgments of the judged test queries of ``folds``, as ``rerank cv`` measures them."""
+    fold = CrossValidationDirectory(out / head).fold(folds[0])
+    config = yaml.safe_load(fold.config.read_text())["data"]
     qrels = Collection(as_collection_config(config["collection"], "data.collection")).qrels
-    splits = (make_split(FoldsConfig(**{**config["folds"], "test": fold}), qrels) for fold in folds)
+    splits = (make_split(FoldsConfig(**{**config["folds"], "test": k}), qrels) for k in folds)
     return {qid: qrels[qid] for split in splits for qid in split.test if qid in qrels}
 
 
-def per_query(out: Path, head: str, qrels: dict[str, dict[str, int]]) -> dict[str, dict[str, list[float]]]:
-    """Each ranker's values of each measure over the judged queries, in query-id order (0 without candidates)."""
+def deployed_ranker(fold: RunDirectory) -> str:
+    """The ranker the fold deployed (``reranker`` in a fold written before deployments)."""
+    return (fold.read_deployment() or {}).get("ranker", "reranker")
+
+
+def test_runs(out: Path, head: str, folds: list[int]) -> dict[str, Run]:
+    """The test runs of ``folds`` put together: the pure re-ranker's, and each fold's deployed ranker's."""
     folder = CrossValidationDirectory(out / head)
-    return {name: {measure: evaluate(read_run(folder.run(system)), qrels, MEASURES).values(measure)
-                   for measure in MEASURES} for name, system in RANKERS.items()}
+    runs: dict[str, Run] = {name: {} for name in RANKERS}
+    for k in folds:
+        fold = folder.fold(k)
+        deployed = deployed_ranker(fold)
+        runs["pure"].update(read_run(fold.run("test")))
+        runs["deployed"].update(read_run(fold.run("test" if deployed == "reranker" else f"test.{deployed}")))
+    return runs
 
 
-def validation(out: Path, head: str) -> list[float]:
+def per_query(out: Path, head: str, folds: list[int], qrels: dict[str, dict[str, int]]
+              ) -> dict[str, dict[str, list[float]]]:
+    """Each ranker's values of each measure over the judged queries, in query-id order (0 without candidates)."""
+    return {name: {measure: evaluate(run, qrels, MEASURES).values(measure) for measure in MEASURES}
+            for name, run in test_runs(out, head, folds).items()}
+
+
+def per_fold(out: Path, head: str, folds: list[int]) -> dict[str, list[float]]:
+    """Each ranker's test ``PRIMARY`` on each of ``folds``, as the fold measured it."""
+    figures: dict[str, list[float]] = {name: [] for name in RANKERS}
+    for k in folds:
+        fold = CrossValidationDirectory(out / head).fold(k)
+        metrics = fold.read_metrics()
+        figures["pure"].append(metrics["reranker"][PRIMARY])
+        figures["deployed"].append(metrics[deployed_ranker(fold)][PRIMARY])
+    return figures
+
+
+def validation(out: Path, head: str, folds: list[int]) -> list[float]:
     """Each fold's validation nDCG@10 of the pure re-ranker (its tested checkpoint's, the figure its deployment was
     chosen on)."""
     folder = CrossValidationDirectory(out / head)
-    folds = folder.read_metrics()["folds"]
     return [folder.fold(k).read_deployment()["validation"]["reranker"] for k in folds]
 
 
@@ -93,26 +129,30 @@ def detectable(differences: list[float], comparisons: int) -> float:
 
 
 def report(out: Path, heads: list[str], reference: str) -> dict:
-    qrels = qrels_of(out, heads[0])
-    values = {head: per_query(out, head, qrels) for head in heads}
+    """Each head against the reference on the folds both finished (every fold once the study is done)."""
+    done = {head: finished_folds(out, head) for head in heads}
     compared = [head for head in heads if head != reference]
-    result: dict = {"queries": len(next(iter(values.values()))["pure"][PRIMARY]), "reference": reference,
-                    "heads": {}}
+    result: dict = {"queries": len(qrels_of(out, reference, done[reference])), "reference": reference, "heads": {}}
     for head in heads:
-        folder = CrossValidationDirectory(out / head).read_metrics()
-        entry: dict = {"validation": validation(out, head),
-                       "per_fold": {name: [fold[PRIMARY] for fold in folder["per_fold"][system]]
-                                    for name, system in RANKERS.items()}}
+        folds = [k for k in done[head] if k in done[reference]]
+        qrels = qrels_of(out, head, folds)
+        values = per_query(out, head, folds, qrels)
+        entry: dict = {"folds": folds, "queries": len(qrels), "validation": validation(out, head, folds),
+                       "per_fold": per_fold(out, head, folds)}
+        entry["validation_mean"] = sum(entry["validation"]) / len(folds)
+        theirs = per_query(out, reference, folds, qrels) if head != reference else None
         for name in RANKERS:
-            entry[name] = {measure: sum(v) / len(v) for measure, v in values[head][name].items()}
-            if head != reference:
-                ours, theirs = values[head][name][PRIMARY], values[reference][name][PRIMARY]
-                differences = [a - b for a, b in zip(ours, theirs)]
-                p = paired_p(ours, theirs)
+            entry[name] = {measure: sum(v) / len(v) for measure, v in values[name].items()}
+            if theirs is not None:
+                ours, reference_values = values[name][PRIMARY], theirs[name][PRIMARY]
+                differences = [a - b for a, b in zip(ours, reference_values)]
+                p = paired_p(ours, reference_values)
                 entry[name] |= {"difference": sum(differences) / len(differences), "p": p,
                                 "p_bonferroni": min(1.0, p * len(compared)),
                                 "detectable": detectable(differences, len(compared))}
-        entry["validation_mean"] = sum(entry["validation"]) / len(entry["validation"])
+        if head != reference:
+            entry["validation_difference"] = entry["validation_mean"] - statistics.fmean(
+                validation(out, reference, folds))
         result["heads"][head] = entry
     (out / "report.json").write_text(json.dumps(result, indent=2) + "\n")
     (out / "report.md").write_text(markdown(result))
@@ -122,9 +162,10 @@ def report(out: Path, heads: list[str], reference: str) -> dict:
 
 def markdown(result: dict) -> str:
     reference = result["reference"]
-    lines = [f"| head | validation {PRIMARY} | pure {PRIMARY} | against {reference} (p, Bonferroni) | deployed "
-             f"{PRIMARY} | against {reference} (p, Bonferroni) | pure nDCG@20 | pure MAP | pure P@10 |",
-             "|---|---:|---:|---|---:|---|---:|---:|---:|"]
+    lines = [f"| head | folds (queries) | validation {PRIMARY} (against {reference}) | pure {PRIMARY} | against "
+             f"{reference} (p, Bonferroni) | deployed {PRIMARY} | against {reference} (p, Bonferroni) | pure nDCG@20 | "
+             "pure MAP | pure P@10 |",
+             "|---|---|---:|---:|---|---:|---|---:|---:|---:|"]
     for head, entry in result["heads"].items():
         cells = []
         for name in RANKERS:
@@ -133,9 +174,13 @@ def markdown(result: dict) -> str:
                        f"{values['p_bonferroni']:.2g}; detectable {values['detectable']:.4f})")
             cells += [f"{values[PRIMARY]:.4f}", against]
         pure = entry["pure"]
-        lines.append(f"| {head} | {entry['validation_mean']:.4f} | {' | '.join(cells)} | {pure['nDCG@20']:.4f} | "
-                     f"{pure['MAP']:.4f} | {pure['P@10']:.4f} |")
-    return "\n".join(lines) + f"\n\nOver {result['queries']} queries.\n"
+        validation = f"{entry['validation_mean']:.4f}" + (
+            f" ({entry['validation_difference']:+.4f})" if "validation_difference" in entry else "")
+        folds = ",".join(str(k) for k in entry["folds"])
+        lines.append(f"| {head} | {folds} ({entry['queries']}) | {validation} | {' | '.join(cells)} | "
+                     f"{pure['nDCG@20']:.4f} | {pure['MAP']:.4f} | {pure['P@10']:.4f} |")
+    return "\n".join(lines) + (f"\n\nEach head against {reference} over the queries of the folds both finished; "
+                               f"{reference}: {result['queries']} queries.\n")
 
 
 def plot(result: dict, path: Path) -> None:
@@ -147,11 +192,10 @@ def plot(result: dict, path: Path) -> None:
     figure, axes = plt.subplots(1, len(RANKERS), figsize=(5 * len(RANKERS), 3.6), sharey=True)
     for axis, name in zip(axes, RANKERS):
         for head, entry in result["heads"].items():
-            folds = entry["per_fold"][name]
-            axis.plot(range(1, len(folds) + 1), folds, marker="o", label=head)
+            axis.plot(entry["folds"], entry["per_fold"][name], marker="o", label=head)
         axis.set_title(f"{name}: {PRIMARY} per test fold")
         axis.set_xlabel("fold")
-        axis.set_xticks(range(1, len(folds) + 1))
+        axis.set_xticks(result["heads"][result["reference"]]["folds"])
     axes[0].set_ylabel(PRIMARY)
     axes[-1].legend(fontsize="small")
     figure.tight_layout()

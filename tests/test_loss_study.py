@@ -5,6 +5,7 @@ reports, on a tiny model."""
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,7 +69,7 @@ def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp
                  "--folds", "1,2"]
     report = STUDY.main(arguments)
     assert set(report["heads"]) == {"listnet", "hinge"}
-    qrels = STUDY.qrels_of(out, "listnet")
+    qrels = STUDY.qrels_of(out, "listnet", [1, 2])
     assert report["queries"] == len(qrels) < 225  # the judged test queries of folds 1 and 2
     for name, system in (("pure", "test.run"), ("deployed", "test.deployed.run")):
         runs = {head: read_run(out / head / system) for head in ("listnet", "hinge")}
@@ -82,6 +83,18 @@ def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp
         assert hinge["detectable"] == pytest.approx((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * spread)
     assert len(report["heads"]["hinge"]["validation"]) == 2 and (out / "folds.png").stat().st_size > 0
     assert json.loads((out / "report.json").read_text()) == report
+    # a study cut short: a head whose cv stopped after fold 1 is compared with the reference on fold 1's queries
+    shutil.copytree(out / "hinge" / "fold1", out / "lambdarank" / "fold1")
+    cut = STUDY.report(out, ["listnet", "hinge", "lambdarank"], "listnet")["heads"]["lambdarank"]
+    first = STUDY.qrels_of(out, "listnet", [1])
+    assert cut["folds"] == [1] and cut["queries"] == len(first) < len(qrels)
+    ours, theirs = (evaluate(read_run(out / head / "fold1" / "runs" / "test.run"), first, ["nDCG@10"])
+                    for head in ("hinge", "listnet"))
+    assert cut["pure"]["nDCG@10"] == pytest.approx(ours.mean["nDCG@10"], abs=1e-12)
+    assert cut["pure"]["difference"] == pytest.approx(ours.mean["nDCG@10"] - theirs.mean["nDCG@10"], abs=1e-12)
+    assert cut["validation_difference"] == pytest.approx(
+        report["heads"]["hinge"]["validation"][0] - report["heads"]["listnet"]["validation"][0], abs=1e-12)
+    shutil.rmtree(out / "lambdarank")
     # resumed: a head whose cv is done is not run again (its files untouched)
     before = (out / "hinge" / "cv_metrics.json").stat().st_mtime_ns
     again = subprocess.run([sys.executable, str(REPO / "scripts" / "loss_study.py"), *arguments], capture_output=True,
