@@ -33,7 +33,7 @@ from scipy import stats
 
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
-from rerank.data.trec import Run, read_run
+from rerank.data.trec import Run, read_run, restrict
 from rerank.evaluation import evaluate, paired_p
 from rerank.run_directory import CrossValidationDirectory, RunDirectory
 
@@ -41,6 +41,7 @@ HEADS = ("listnet", "hinge", "smoothi_ndcg", "softndcg", "lambdarank", "neural_n
 MEASURES = ("nDCG@10", "nDCG@20", "MAP", "P@10")
 PRIMARY = "nDCG@10"
 RANKERS = {"pure": "reranker", "deployed": "deployed"}
+BASELINES = {"first_stage": "BM25", "teacher": "the teacher"}
 ALPHA, POWER = 0.05, 0.8
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -84,14 +85,18 @@ def deployed_ranker(fold: RunDirectory) -> str:
 
 
 def test_runs(out: Path, head: str, folds: list[int]) -> dict[str, Run]:
-    """The test runs of ``folds`` put together: the pure re-ranker's, and each fold's deployed ranker's."""
+    """The test runs of ``folds`` put together: the pure re-ranker's, each fold's deployed ranker's, and the
+    baselines' on the same candidates (the first stage's scores of them, the teacher's)."""
     folder = CrossValidationDirectory(out / head)
-    runs: dict[str, Run] = {name: {} for name in RANKERS}
+    runs: dict[str, Run] = {name: {} for name in (*RANKERS, *BASELINES)}
     for k in folds:
         fold = folder.fold(k)
         deployed = deployed_ranker(fold)
-        runs["pure"].update(read_run(fold.run("test")))
+        test = read_run(fold.run("test"))
+        runs["pure"].update(test)
         runs["deployed"].update(read_run(fold.run("test" if deployed == "reranker" else f"test.{deployed}")))
+        runs["first_stage"].update(restrict(read_run(fold.first_stage_run), test))
+        runs["teacher"].update(read_run(fold.run("test.teacher")))
     return runs
 
 
@@ -129,10 +134,15 @@ def detectable(differences: list[float], comparisons: int) -> float:
 
 
 def report(out: Path, heads: list[str], reference: str) -> dict:
-    """Each head against the reference on the folds both finished (every fold once the study is done)."""
+    """Each head against the reference on the folds both finished (every fold once the study is done), and against
+    the baselines."""
     done = {head: finished_folds(out, head) for head in heads}
     compared = [head for head in heads if head != reference]
-    result: dict = {"queries": len(qrels_of(out, reference, done[reference])), "reference": reference, "heads": {}}
+    everything = qrels_of(out, reference, done[reference])
+    baselines = per_query(out, reference, done[reference], everything)
+    result: dict = {"queries": len(everything), "reference": reference, "heads": {},
+                    "baselines": {name: {measure: statistics.fmean(v) for measure, v in baselines[name].items()}
+                                  for name in BASELINES}}
     for head in heads:
         folds = [k for k in done[head] if k in done[reference]]
         qrels = qrels_of(out, head, folds)
@@ -143,6 +153,10 @@ def report(out: Path, heads: list[str], reference: str) -> dict:
         theirs = per_query(out, reference, folds, qrels) if head != reference else None
         for name in RANKERS:
             entry[name] = {measure: sum(v) / len(v) for measure, v in values[name].items()}
+            for baseline in BASELINES:
+                ours, base = values[name][PRIMARY], values[baseline][PRIMARY]
+                entry[name][baseline] = {"difference": statistics.fmean(a - b for a, b in zip(ours, base)),
+                                         "p": paired_p(ours, base)}
             if theirs is not None:
                 ours, reference_values = values[name][PRIMARY], theirs[name][PRIMARY]
                 differences = [a - b for a, b in zip(ours, reference_values)]
@@ -179,6 +193,15 @@ def markdown(result: dict) -> str:
         folds = ",".join(str(k) for k in entry["folds"])
         lines.append(f"| {head} | {folds} ({entry['queries']}) | {validation} | {' | '.join(cells)} | "
                      f"{pure['nDCG@20']:.4f} | {pure['MAP']:.4f} | {pure['P@10']:.4f} |")
+    lines += ["", f"Against the baselines on the same queries ({PRIMARY}; BM25 "
+              f"{result['baselines']['first_stage'][PRIMARY]:.4f} and the teacher "
+              f"{result['baselines']['teacher'][PRIMARY]:.4f} over all {result['queries']} queries):", "",
+              "| head | pure against " + " | pure against ".join(BASELINES.values()) + " | deployed against "
+              + " | deployed against ".join(BASELINES.values()) + " |", "|---|" + "---:|" * 2 * len(BASELINES)]
+    for head, entry in result["heads"].items():
+        cells = [f"{entry[name][baseline]['difference']:+.4f} (p = {entry[name][baseline]['p']:.2g})"
+                 for name in RANKERS for baseline in BASELINES]
+        lines.append(f"| {head} | {' | '.join(cells)} |")
     return "\n".join(lines) + (f"\n\nEach head against {reference} over the queries of the folds both finished; "
                                f"{reference}: {result['queries']} queries.\n")
 

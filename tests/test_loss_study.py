@@ -17,7 +17,7 @@ import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, load_script, tiny_bert
 from scipy import stats
 
-from rerank.data.trec import read_run
+from rerank.data.trec import read_run, restrict
 from rerank.evaluation import evaluate, paired_p
 from rerank.training.batches import TrainingBatch
 from rerank.training.lightning_module import RerankModule
@@ -81,6 +81,12 @@ def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp
         differences = [a - b for a, b in zip(ours.values("nDCG@10"), theirs.values("nDCG@10"))]
         spread = statistics.stdev(differences) / len(differences) ** 0.5
         assert hinge["detectable"] == pytest.approx((stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * spread)
+    # against BM25 on the same candidates (its scores of them), as rerank cv measures the first stage
+    listnet = read_run(out / "listnet" / "test.run")
+    bm25 = evaluate(restrict(read_run(folder / "bm25.run"), listnet), qrels, ["nDCG@10"]).mean["nDCG@10"]
+    assert report["baselines"]["first_stage"]["nDCG@10"] == pytest.approx(bm25, abs=1e-12)
+    assert report["heads"]["listnet"]["pure"]["first_stage"]["difference"] == pytest.approx(
+        evaluate(listnet, qrels, ["nDCG@10"]).mean["nDCG@10"] - bm25, abs=1e-12)
     assert len(report["heads"]["hinge"]["validation"]) == 2 and (out / "folds.png").stat().st_size > 0
     assert json.loads((out / "report.json").read_text()) == report
     # a study cut short: a head whose cv stopped after fold 1 is compared with the reference on fold 1's queries
