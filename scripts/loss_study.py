@@ -86,7 +86,7 @@ def deployed_ranker(fold: RunDirectory) -> str:
 
 def test_runs(out: Path, head: str, folds: list[int]) -> dict[str, Run]:
     """The test runs of ``folds`` put together: the pure re-ranker's, each fold's deployed ranker's, and the
-    baselines' on the same candidates (the first stage's scores of them, the teacher's)."""
+    baselines' on the same candidates (the first stage's scores of them; the teacher's, where the folds had one)."""
     folder = CrossValidationDirectory(out / head)
     runs: dict[str, Run] = {name: {} for name in (*RANKERS, *BASELINES)}
     for k in folds:
@@ -96,8 +96,9 @@ def test_runs(out: Path, head: str, folds: list[int]) -> dict[str, Run]:
         runs["pure"].update(test)
         runs["deployed"].update(read_run(fold.run("test" if deployed == "reranker" else f"test.{deployed}")))
         runs["first_stage"].update(restrict(read_run(fold.first_stage_run), test))
-        runs["teacher"].update(read_run(fold.run("test.teacher")))
-    return runs
+        if fold.run("test.teacher").exists():
+            runs["teacher"].update(read_run(fold.run("test.teacher")))
+    return {name: run for name, run in runs.items() if run}
 
 
 def per_query(out: Path, head: str, folds: list[int], qrels: dict[str, dict[str, int]]
@@ -142,7 +143,7 @@ def report(out: Path, heads: list[str], reference: str) -> dict:
     baselines = per_query(out, reference, done[reference], everything)
     result: dict = {"queries": len(everything), "reference": reference, "heads": {},
                     "baselines": {name: {measure: statistics.fmean(v) for measure, v in baselines[name].items()}
-                                  for name in BASELINES}}
+                                  for name in BASELINES if name in baselines}}
     for head in heads:
         folds = [k for k in done[head] if k in done[reference]]
         qrels = qrels_of(out, head, folds)
@@ -153,7 +154,7 @@ def report(out: Path, heads: list[str], reference: str) -> dict:
         theirs = per_query(out, reference, folds, qrels) if head != reference else None
         for name in RANKERS:
             entry[name] = {measure: sum(v) / len(v) for measure, v in values[name].items()}
-            for baseline in BASELINES:
+            for baseline in result["baselines"]:
                 ours, base = values[name][PRIMARY], values[baseline][PRIMARY]
                 entry[name][baseline] = {"difference": statistics.fmean(a - b for a, b in zip(ours, base)),
                                          "p": paired_p(ours, base)}
@@ -193,14 +194,15 @@ def markdown(result: dict) -> str:
         folds = ",".join(str(k) for k in entry["folds"])
         lines.append(f"| {head} | {folds} ({entry['queries']}) | {validation} | {' | '.join(cells)} | "
                      f"{pure['nDCG@20']:.4f} | {pure['MAP']:.4f} | {pure['P@10']:.4f} |")
-    lines += ["", f"Against the baselines on the same queries ({PRIMARY}; BM25 "
-              f"{result['baselines']['first_stage'][PRIMARY]:.4f} and the teacher "
-              f"{result['baselines']['teacher'][PRIMARY]:.4f} over all {result['queries']} queries):", "",
-              "| head | pure against " + " | pure against ".join(BASELINES.values()) + " | deployed against "
-              + " | deployed against ".join(BASELINES.values()) + " |", "|---|" + "---:|" * 2 * len(BASELINES)]
+    baselines = {name: BASELINES[name] for name in result["baselines"]}
+    figures = " and ".join(f"{label} {result['baselines'][name][PRIMARY]:.4f}" for name, label in baselines.items())
+    lines += ["", f"Against the baselines on the same queries ({PRIMARY}; {figures} over all {result['queries']} "
+              "queries):", "",
+              "| head | pure against " + " | pure against ".join(baselines.values()) + " | deployed against "
+              + " | deployed against ".join(baselines.values()) + " |", "|---|" + "---:|" * 2 * len(baselines)]
     for head, entry in result["heads"].items():
         cells = [f"{entry[name][baseline]['difference']:+.4f} (p = {entry[name][baseline]['p']:.2g})"
-                 for name in RANKERS for baseline in BASELINES]
+                 for name in RANKERS for baseline in baselines]
         lines.append(f"| {head} | {' | '.join(cells)} |")
     return "\n".join(lines) + (f"\n\nEach head against {reference} over the queries of the folds both finished; "
                                f"{reference}: {result['queries']} queries.\n")
