@@ -91,7 +91,9 @@ def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp
     assert json.loads((out / "report.json").read_text()) == report
     # a study cut short: a head whose cv stopped after fold 1 is compared with the reference on fold 1's queries
     shutil.copytree(out / "hinge" / "fold1", out / "lambdarank" / "fold1")
-    cut = STUDY.report(out, ["listnet", "hinge", "lambdarank"], "listnet")["heads"]["lambdarank"]
+    shutil.copytree(out / "listnet" / "fold1", out / "smoothi_ndcg" / "fold1")
+    cut_short = STUDY.report(out, ["listnet", "hinge", "lambdarank", "smoothi_ndcg"], "listnet")
+    cut = cut_short["heads"]["lambdarank"]
     first = STUDY.qrels_of(out, "listnet", [1])
     assert cut["folds"] == [1] and cut["queries"] == len(first) < len(qrels)
     ours, theirs = (evaluate(read_run(out / head / "fold1" / "runs" / "test.run"), first, ["nDCG@10"])
@@ -100,7 +102,15 @@ def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp
     assert cut["pure"]["difference"] == pytest.approx(ours.mean["nDCG@10"] - theirs.mean["nDCG@10"], abs=1e-12)
     assert cut["validation_difference"] == pytest.approx(
         report["heads"]["hinge"]["validation"][0] - report["heads"]["listnet"]["validation"][0], abs=1e-12)
+    # the seeds' claim: SmoothI-NDCG (here a copy of ListNet's fold 1) against hinge on nDCG@20, on fold 1
+    smoothi, hinge = (evaluate(read_run(out / head / "fold1" / "runs" / "test.run"), first, ["nDCG@20"])
+                      for head in ("listnet", "hinge"))
+    claim = cut_short["seeds_claim"]
+    assert claim["folds"] == [1] and claim["pure"]["difference"] == pytest.approx(
+        smoothi.mean["nDCG@20"] - hinge.mean["nDCG@20"], abs=1e-12)
+    assert claim["pure"]["low"] <= claim["pure"]["difference"] <= claim["pure"]["high"]
     shutil.rmtree(out / "lambdarank")
+    shutil.rmtree(out / "smoothi_ndcg")
     # resumed: a head whose cv is done is not run again (its files untouched)
     before = (out / "hinge" / "cv_metrics.json").stat().st_mtime_ns
     again = subprocess.run([sys.executable, str(REPO / "scripts" / "loss_study.py"), *arguments], capture_output=True,
