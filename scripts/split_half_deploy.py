@@ -7,9 +7,10 @@ The rules (:data:`RULES`) choose among ``reranker``, ``interpolated`` and ``fuse
 :func:`rerank.deployment.choose`: ``simplex``, the best of the 66 points of the simplex over (re-ranker, teacher,
 first stage) in steps of 0.1 (the fits' rule before 2026-11-28); ``line``, the best of the 11 points ``w``
 re-ranker + ``1 - w`` teacher; ``smoothed``, the best after each point's figure is averaged with its grid
-neighbours' (:func:`smoothed`); ``anchored`` (the fits' rule since), simplex's choice if it
-:func:`~rerank.deployment.beats_teacher` alone, else the teacher alone (docs/experiments/ablations.md). The script
-first rebuilds each fold's deployment by the rule its fit used, and stops unless it is the fit's to the last digit.
+neighbours' (:func:`smoothed`); ``anchored``, the fits' rule since: :func:`rerank.selection.select` itself (simplex's
+choice if it :func:`~rerank.deployment.beats_teacher` alone, else the teacher alone; docs/experiments/ablations.md),
+on the half's queries. The script first rebuilds each fold's deployment by the rule its fit used, and stops unless
+it is the fit's to the last digit.
 
 With ``--test`` it then applies each rule to each fold's whole validation set and prints, read after the
 decision, what the chosen rankers give on the test folds against the teacher (paired t-test over queries).
@@ -37,13 +38,18 @@ from scipy.stats import ttest_rel
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Qrels, Run, read_qrels, read_run, restrict
-from rerank.deployment import RANKERS, TEACHER_ALONE, beats_teacher, choose
+from rerank.deployment import RANKERS, TEACHER_ALONE, choose
 from rerank.evaluation import evaluate
 from rerank.interpolation import DEFAULT_GRID, fuse, simplex
+from rerank.selection import SelectionRules, ValidationRuns, select
+from rerank.teacher import TeacherConfig
 
 RULES = {"simplex": simplex(3), "line": tuple((w, round(1 - w, 1), 0.0) for w in reversed(DEFAULT_GRID)),
          "smoothed": simplex(3), "anchored": simplex(3)}
-"""The weights (re-ranker, teacher, first stage) that ``fused`` searches under each rule."""
+"""The weights (re-ranker, teacher, first stage) that ``fused`` searches under each rule (``anchored``: the fit's,
+:func:`rerank.selection.select`)."""
+Choice = tuple[str, tuple[float, ...]]
+"""A ranker and its weights."""
 TEACHER = tuple(TEACHER_ALONE.values())
 """The fused point that is the teacher alone (re-ranker, teacher, first stage)."""
 
@@ -78,10 +84,28 @@ def candidates(parts: Sequence[Run], qrels: Qrels, measure: str, queries: Sequen
             "fused": fused}
 
 
+class FitRule:
+    """The fits' rule on a fold's validation runs: :func:`rerank.selection.select` on the queries at ``rows``."""
+
+    def __init__(self, parts: Sequence[Run], qrels: Qrels, queries: Sequence[str], measure: str,
+                 teacher: TeacherConfig | None) -> None:
+        reranker, teacher_run, first_stage = parts
+        self.runs = ValidationRuns(reranker, first_stage, teacher_run, teacher)
+        self.qrels, self.queries, self.rules = qrels, queries, SelectionRules(measure, interpolate=True)
+
+    def __call__(self, rows: np.ndarray) -> Choice:
+        deployment = select(self.runs, {self.queries[i]: self.qrels[self.queries[i]] for i in rows},
+                            self.rules).deployment
+        return deployment.ranker, tuple(deployment.weights.values())
+
+
 def chosen(values: dict[str, dict[tuple[float, ...], np.ndarray]], rule: str, rows: np.ndarray,
-           ) -> tuple[str, tuple[float, ...]]:
-    """The ranker and weights ``rule`` deploys from ``values`` on the queries at ``rows``: each ranker's best
-    weights (ties to the larger first weights, as the fit's search), then :func:`choose` among the rankers."""
+           fit: FitRule) -> Choice:
+    """The ranker and weights ``rule`` deploys from ``values`` on the queries at ``rows``: ``anchored`` by the
+    fit's own rule; the others, each ranker's best weights (ties to the larger first weights, as the fit's search),
+    then :func:`choose` among the rankers."""
+    if rule == "anchored":
+        return fit(rows)
     searched = {ranker: {weights: per[weights] for weights in RULES[rule]} if ranker == "fused" else per
                 for ranker, per in values.items()}
     figures = {ranker: smoothed(per, rows) if rule == "smoothed"
@@ -89,14 +113,11 @@ def chosen(values: dict[str, dict[tuple[float, ...], np.ndarray]], rule: str, ro
                for ranker, per in searched.items()}
     best = {ranker: max((value, weights) for weights, value in per.items()) for ranker, per in figures.items()}
     ranker = choose({name: value for name, (value, _) in best.items()})
-    if rule == "anchored" and "fused" in values and not beats_teacher(values[ranker][best[ranker][1]][rows],
-                                                                       values["fused"][TEACHER][rows]):
-        return "fused", TEACHER
     return ranker, best[ranker][1]
 
 
 def split_half(values: dict[str, dict[tuple[float, ...], np.ndarray]], count: int, halvings: int, seed: int,
-               ) -> dict[str, list[float]]:
+               fit: FitRule) -> dict[str, list[float]]:
     """Each rule's measure on the half it did not choose on, for every halving and both halves."""
     generator = random.Random(seed)
     held_out: dict[str, list[float]] = {rule: [] for rule in RULES}
@@ -106,7 +127,7 @@ def split_half(values: dict[str, dict[tuple[float, ...], np.ndarray]], count: in
         halves = np.array(order[: count // 2]), np.array(order[count // 2:])
         for pick, judge in (halves, halves[::-1]):
             for rule in RULES:
-                ranker, weights = chosen(values, rule, pick)
+                ranker, weights = chosen(values, rule, pick, fit)
                 held_out[rule].append(float(np.mean(values[ranker][weights][judge])))
     return held_out
 
@@ -158,45 +179,52 @@ def rebuilt_fold(fold: Path, qrels: Qrels, teacher: Run, measure: str,
     first_stage = read_run(fold / "first_stage.trec")
     metrics = json.loads((fold / "metrics.json").read_text())
     deployment = metrics["deployment"]
-    folds_config = yaml.safe_load((fold / "config.yaml").read_text())["data"]["folds"]
-    fold_queries = make_split(FoldsConfig(**folds_config), qrels)
-    split = {}
+    data = yaml.safe_load((fold / "config.yaml").read_text())["data"]
+    fold_queries = make_split(FoldsConfig(**data["folds"]), qrels)
+    split, parts = {}, {}
     for name in ("validation", "test"):
         reranker = read_run(fold / "runs" / f"{name}.run")
         queries = sorted(getattr(fold_queries, name))  # the fold's judged queries, as the fit measures them
-        parts = [reranker, restrict(teacher, reranker), restrict(first_stage, reranker)]
-        split[name] = queries, candidates(parts, qrels, measure, queries)
+        parts[name] = [reranker, restrict(teacher, reranker), restrict(first_stage, reranker)]
+        split[name] = queries, candidates(parts[name], qrels, measure, queries)
     queries, values = split["validation"]
+    fit = FitRule(parts["validation"], qrels, queries, measure, teacher_of(data))
     if len(queries) < 4:
         sys.exit(f"{fold}: {len(queries)} judged validation queries: too few to halve")
     deployable = [ranker for ranker in RANKERS
                   if ranker in deployment["validation"] and ranker not in deployment["excluded"]]
     values = {ranker: values[ranker] for ranker in deployable}
     whole = np.arange(len(queries))
-    today = _as_the_fit_chose(fold, values, deployment, whole)
+    today = _as_the_fit_chose(fold, values, deployment, whole, fit)
     estimates = {rule: float(np.mean(held_out)) for rule, held_out in
-                 split_half(values, len(queries), halvings, int(fold.name.removeprefix("fold"))).items()}
+                 split_half(values, len(queries), halvings, int(fold.name.removeprefix("fold")), fit).items()}
     test_queries, test_values = split["test"]
     tested = float(np.mean(test_values[today[0]][today[1]]))
     reported = metrics[today[0]].get(measure, tested)
     if abs(tested - reported) > 1e-9:
         sys.exit(f"{fold}: the deployed {today[0]} gives {tested:.4f} on the test queries here, {reported:.4f} "
                  "in metrics.json: these are not the fit's runs")
-    test = {"teacher": dict(zip(test_queries, test_values["fused"][(0.0, 1.0, 0.0)]))}
+    test = {"teacher": dict(zip(test_queries, test_values["fused"][TEACHER]))}
     for rule in RULES:
-        ranker, weights = chosen(values, rule, whole)
+        ranker, weights = chosen(values, rule, whole, fit)
         test[rule] = dict(zip(test_queries, test_values[ranker][weights]))
         print(f"{fold.name}: {rule:7s} deploys {ranker} {weights}, validation "
               f"{np.mean(values[ranker][weights]):.4f}, split-half {estimates[rule]:.4f}")
     return estimates, test
 
 
-def _as_the_fit_chose(fold: Path, values: dict, deployment: dict, whole: np.ndarray) -> tuple[str, tuple]:
+def teacher_of(data: dict) -> TeacherConfig | None:
+    """The teacher of the fit's first training source that has one (what its ``fused`` would deploy)."""
+    return next((TeacherConfig(**source["teacher"]) for source in data.get("train") or [] if source.get("teacher")),
+                None)
+
+
+def _as_the_fit_chose(fold: Path, values: dict, deployment: dict, whole: np.ndarray, fit: FitRule) -> Choice:
     """The fit's own choice, rebuilt on all its validation queries by the rule it was made with (or the script
     stops)."""
     recorded = (deployment["ranker"], tuple(deployment["weights"].values()))
-    made_by = next((rule for rule in FIT_RULES if chosen(values, rule, whole) == recorded), None)
-    today = chosen(values, made_by or FIT_RULES[0], whole)
+    made_by = next((rule for rule in FIT_RULES if chosen(values, rule, whole, fit) == recorded), None)
+    today = chosen(values, made_by or FIT_RULES[0], whole, fit)
     figure = float(np.mean(values[today[0]][today[1]]))
     if made_by is None or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
         sys.exit(f"{fold}: the fit's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "

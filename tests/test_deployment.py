@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert, tiny_bi_encoder
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
 from scipy import stats
 
 from rerank.cli import fit, predict
@@ -210,29 +210,27 @@ def test_an_export_from_before_deployments_is_the_pure_model(fits: dict[str, Pat
 
 
 @pytest.mark.parametrize("teacher", ["right", "wrong"])
-def test_the_fit_deploys_the_teacher_alone_unless_the_choice_beats_it(tmp_path: Path, teacher: str) -> None:
-    """RerankModule's deployment on hand-made validation runs: the re-ranker ranks every query's relevant document
-    first. A teacher that does too is not beaten (every difference 0): the fusion is put on the teacher alone, with
-    the teacher's figure. A teacher that ranks it last is beaten on every query: the re-ranker is kept."""
-    from rerank import RerankModule
+def test_the_fit_deploys_the_teacher_alone_unless_the_choice_beats_it(teacher: str) -> None:
+    """The fit's choice (rerank.selection.select) on hand-made validation runs: the re-ranker ranks every query's
+    relevant document first. A teacher that does too is not beaten (every difference 0): the fusion is put on the
+    teacher alone, with the teacher's figure. A teacher that ranks it last is beaten on every query: the re-ranker
+    is kept."""
+    from rerank.selection import SelectionRules, ValidationRuns, select
 
     queries = [f"q{i}" for i in range(8)]
     qrels = {qid: {"d1": 1} for qid in queries}
-    module = RerankModule(model_name=str(tiny_bert(tmp_path / "bert")), judgments=lambda split: qrels,
-                          selection_metric="nDCG@10")
     right, wrong = {"d1": 3.0, "d2": 2.0, "d3": 1.0}, {"d1": 1.0, "d2": 2.0, "d3": 3.0}
-    parts = {"reranker": {qid: dict(right) for qid in queries},
-             "teacher": {qid: dict(right if teacher == "right" else wrong) for qid in queries},
-             "first_stage": {qid: dict(wrong) for qid in queries}}
-    module.interpolation_weight, module.fusion_weights = 1.0, (1.0, 0.0, 0.0)
-    teachers = evaluate(parts["teacher"], qrels, ["nDCG@10"]).mean["nDCG@10"]
-    figures = {"reranker": 1.0, "fused": 1.0, "teacher": teachers}  # the rule's choice: the re-ranker (a tie)
-    deployment = module._deployment(figures, TeacherConfig(bi_encoder="some/bi-encoder"), parts)
+    runs = ValidationRuns({qid: dict(right) for qid in queries}, {qid: dict(wrong) for qid in queries},
+                          {qid: dict(right if teacher == "right" else wrong) for qid in queries},
+                          TeacherConfig(bi_encoder="some/bi-encoder"))
+    teachers = evaluate(runs.teacher, qrels, ["nDCG@10"]).mean["nDCG@10"]
+    chosen = select(runs, qrels, SelectionRules("nDCG@10", interpolate=True))  # the rule's pick: the re-ranker (a tie)
+    deployment = chosen.deployment
     if teacher == "right":
         assert deployment.ranker == "fused" and deployment.weights == TEACHER_ALONE
-        assert module.fusion_weights == (0.0, 1.0, 0.0) and deployment.validation["fused"] == teachers == 1.0
+        assert chosen.fusion_weights == (0.0, 1.0, 0.0) and deployment.validation["fused"] == teachers == 1.0
     else:
-        assert teachers < 0.7 and deployment.ranker == "reranker" and module.fusion_weights == (1.0, 0.0, 0.0)
+        assert teachers < 0.7 and deployment.ranker == "reranker" and chosen.fusion_weights == (1.0, 0.0, 0.0)
     # what the choice rests on: the 8 judged validation queries, and the difference they can tell, two standard
     # errors of the re-ranker's per-query difference to the teacher (0 here: the same difference on every query)
     assert deployment.queries == 8 and deployment.resolution == pytest.approx(0.0, abs=1e-12)

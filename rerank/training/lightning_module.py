@@ -48,26 +48,18 @@ from transformers import get_linear_schedule_with_warmup
 
 from ..checks import check_range
 from ..data.trec import Qrels, Run, write_run
-from ..deployment import (
-    RANKERS,
-    TEACHER_ALONE,
-    Deployment,
-    beats_teacher,
-    choose,
-    deployable_teacher,
-    portable,
-    resolution,
-)
+from ..deployment import RANKERS, Deployment
 from ..errors import UserError
 from ..evaluation import METRICS, evaluate, trec_measure
-from ..interpolation import DEFAULT_GRID, best_weight, best_weights, fuse, interpolate
+from ..interpolation import DEFAULT_GRID, fuse, interpolate
 from ..losses import RankingLoss
 from ..losses import build as build_loss
 from ..model import speedups as speedups_module
 from ..model.cross_encoder import CrossEncoderModel
 from ..model.tokenization import TokenizationConfig
 from ..run_directory import Metrics, RunDirectory
-from ..teacher import TeacherConfig, TeacherRuns
+from ..selection import FUSED, SelectionRules, ValidationRuns, select
+from ..teacher import TeacherRuns
 from .batches import EvaluationBatch, TrainingBatch
 from .checks import check_click_head, check_list_size, click_estimators
 from .datamodule import RerankDataModule
@@ -80,8 +72,6 @@ Judgments = Callable[[str], Qrels]
 """The qrels of a split (``validation``, ``test``), e.g. :meth:`RerankDataModule.judgments`."""
 TeacherRun = Callable[[str], TeacherRuns | None]
 """The teacher's scores of a split's candidates, e.g. :meth:`RerankDataModule.teacher_run`."""
-FUSED = ("reranker", "teacher", "first_stage")
-"""The runs that ``fused`` mixes, in the order of its weights."""
 Scored = list[tuple[str, str, float, float]]
 """``(query id, doc id, score, first-stage score)`` rows."""
 
@@ -314,76 +304,35 @@ class RerankModule(pl.LightningModule):
         if self.trainer.sanity_checking:
             return
         # every process evaluates the same gathered run, so the logged values agree without a reduction
+        qrels = self._qrels("validation")
         metrics = {f"val/{name}": value for name, value in self._evaluate(reranker, "validation").items()}
         metrics |= {f"val/first_stage_{name}": value
                     for name, value in self._evaluate(first_stage, "validation").items()}
-        selection = self.hparams.selection_metric
-        figures = {"reranker": metrics[f"val/{selection}"], "first_stage": metrics[f"val/first_stage_{selection}"]}
         teacher = self.teacher_run("validation") if self.teacher_run is not None else None
-        if teacher is not None:
-            figures["teacher"] = evaluate(teacher.scores, self._qrels("validation"), [selection]).mean[selection]
-            metrics[f"val/teacher_{selection}"] = figures["teacher"]
-        if self.hparams.interpolate:
-            self.interpolation_weight, figures["interpolated"] = best_weight(
-                reranker, first_stage, self._qrels("validation"), selection, self.hparams.interpolation_grid)
-            metrics |= {"val/interpolation_weight": self.interpolation_weight,
-                        f"val/interpolated_{selection}": figures["interpolated"]}
-            if teacher is not None:
-                self.fusion_weights, figures["fused"] = best_weights([reranker, teacher.scores, first_stage],
-                                                                     self._qrels("validation"), selection)
-        parts = {"reranker": reranker, "teacher": teacher.scores if teacher is not None else None,
-                 "first_stage": first_stage}
-        self.deployment = self._deployment(figures, teacher.config if teacher is not None else None, parts)
-        if "fused" in figures:  # after the deployment, which may have put the fusion on the teacher alone
+        runs = ValidationRuns(reranker, first_stage, teacher.scores if teacher is not None else None,
+                              teacher.config if teacher is not None else None)
+        selection = select(runs, qrels, self.selection_rules)
+        self.interpolation_weight, self.fusion_weights = selection.interpolation_weight, selection.fusion_weights
+        self.deployment = selection.deployment
+        measure, figures = self.hparams.selection_metric, selection.figures
+        metrics |= {f"val/{name}_{measure}": figures[name] for name in ("teacher", "interpolated", "fused")
+                    if name in figures}
+        if self.interpolation_weight is not None:
+            metrics["val/interpolation_weight"] = self.interpolation_weight
+        if self.fusion_weights is not None:
             metrics |= {f"val/fusion_weight_{name}": weight for name, weight in zip(FUSED, self.fusion_weights)}
-            metrics[f"val/fused_{selection}"] = figures["fused"]
         if self.trainer.is_global_zero:
-            logger.info("validation, epoch %d, %s: %s", self.current_epoch, selection,
+            logger.info("validation, epoch %d, %s: %s", self.current_epoch, measure,
                         ", ".join(f"{name} {value:.4f}" for name, value in figures.items()))
         self.log_dict(metrics, prog_bar=False)
         self.validation_run = reranker
         self._write_run(reranker, "validation")  # the latest, while training goes on
 
-    def _deployment(self, figures: dict[str, float], teacher: TeacherConfig | None,
-                    parts: Mapping[str, Run | None]) -> Deployment:
-        """The ranker to deploy by :func:`rerank.deployment.choose` over the deployable rankers' validation
-        ``figures``; ``fused`` is deployable only with a teacher that scores new queries (a bi-encoder), and then
-        the chosen ranker is kept only if it :func:`~rerank.deployment.beats_teacher` on ``parts``' validation
-        runs, else the fusion is put on the teacher alone (``self.fusion_weights`` and ``figures["fused"]``)."""
-        candidates = {ranker: figures[ranker] for ranker in ("reranker", "interpolated") if ranker in figures}
-        excluded = {}
-        if "fused" in figures:
-            why = deployable_teacher(teacher)
-            if why is None:
-                candidates["fused"] = figures["fused"]
-            else:
-                excluded["fused"] = why
-        ranker = choose(candidates) if self.hparams.deploy == "auto" else self.hparams.deploy
-        if ranker not in candidates:
-            raise ValueError(f"model.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
-        measure, qrels = self.hparams.selection_metric, self._qrels("validation")
-        fineness = None
-        if parts["teacher"] is not None:
-            pure, alone = (evaluate(parts[part], qrels, [measure]) for part in ("reranker", "teacher"))
-            fineness = resolution(pure.values(measure), alone.values(measure))
-        if self.hparams.deploy == "auto" and "fused" in candidates:
-            runs = parts["reranker"], parts["first_stage"], parts["teacher"]
-            chosen = Deployment(ranker, self._weights(ranker), teacher if ranker == "fused" else None).combine(*runs)
-            alone = Deployment("fused", dict(TEACHER_ALONE), teacher).combine(*runs)
-            ours, teachers = (evaluate(run, qrels, [measure]) for run in (chosen, alone))
-            if not beats_teacher(ours.values(measure), teachers.values(measure)):
-                ranker, self.fusion_weights = "fused", tuple(TEACHER_ALONE[name] for name in FUSED)
-                figures["fused"] = teachers.mean[measure]
-        return Deployment(ranker=ranker, weights=self._weights(ranker),
-                          teacher=portable(teacher) if ranker == "fused" else None, measure=measure,
-                          validation=figures, excluded=excluded, queries=len(qrels), resolution=fineness)
-
-    def _weights(self, ranker: str) -> dict[str, float]:
-        """``ranker``'s weights as validation chose them (:class:`~rerank.deployment.Deployment`'s ``weights``)."""
-        return {"reranker": {"reranker": 1.0},
-                "interpolated": {"reranker": self.interpolation_weight,  # as interpolate() weighs them
-                                 "first_stage": 1 - (self.interpolation_weight or 0.0)},
-                "fused": dict(zip(FUSED, self.fusion_weights or ()))}[ranker]
+    @property
+    def selection_rules(self) -> SelectionRules:
+        """How this module chooses what it deploys (:mod:`rerank.selection`), from its options."""
+        return SelectionRules(self.hparams.selection_metric, self.hparams.interpolate,
+                              tuple(self.hparams.interpolation_grid), self.hparams.deploy)
 
     def on_test_epoch_end(self) -> None:
         reranker, first_stage = self._gather_runs()

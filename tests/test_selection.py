@@ -1,0 +1,83 @@
+"""The choice of the deployed ranker (rerank.selection.select) against brute force over the weights and the rule
+written out by hand, on runs made up here."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from rerank.deployment import TEACHER_ALONE, beats_teacher
+from rerank.evaluation import evaluate
+from rerank.interpolation import DEFAULT_GRID, fuse, interpolate, simplex
+from rerank.selection import SelectionRules, ValidationRuns, select
+from rerank.teacher import TeacherConfig
+
+BI_ENCODER = TeacherConfig(bi_encoder="sentence-transformers/all-MiniLM-L6-v2", first_stage_weight=0.4)
+
+
+def made_up(queries: int, seed: int, teacher_skill: float) -> tuple[ValidationRuns, dict[str, dict[str, int]]]:
+    """Runs over 8 candidates a query: a noisy re-ranker, a first stage, and a teacher ``teacher_skill`` good."""
+    generator = random.Random(seed)
+    qrels, reranker, first_stage, teacher = {}, {}, {}, {}
+    for q in range(queries):
+        qid = f"q{q}"
+        gains = {f"d{d}": generator.choice([0, 0, 0, 1, 2]) for d in range(8)}
+        qrels[qid] = gains
+        reranker[qid] = {doc: gain + generator.gauss(0, 1.5) for doc, gain in gains.items()}
+        first_stage[qid] = {doc: gain + generator.gauss(0, 2.0) for doc, gain in gains.items()}
+        teacher[qid] = {doc: teacher_skill * gain + generator.gauss(0, 1.0) for doc, gain in gains.items()}
+    return ValidationRuns(reranker, first_stage, teacher, BI_ENCODER), qrels
+
+
+def mean(run: dict, qrels: dict, measure: str = "nDCG@10") -> float:
+    return evaluate(run, qrels, [measure]).mean[measure]
+
+
+@pytest.mark.parametrize("teacher_skill", [0.3, 3.0])
+def test_the_weights_are_the_best_of_brute_force_and_the_rule_falls_back_to_the_teacher(teacher_skill: float) -> None:
+    runs, qrels = made_up(40, 7, teacher_skill)
+    chosen = select(runs, qrels, SelectionRules("nDCG@10", interpolate=True))
+    interpolations = {w: mean(interpolate(runs.reranker, runs.first_stage, w), qrels) for w in DEFAULT_GRID}
+    assert chosen.figures["interpolated"] == max(interpolations.values())
+    assert chosen.interpolation_weight == max(w for w, v in interpolations.items() if v == max(interpolations.values()))
+    fusions = {w: mean(fuse([runs.reranker, runs.teacher, runs.first_stage], w), qrels) for w in simplex(3)}
+    best = max(fusions.values())
+    assert max(fusions, key=lambda w: (fusions[w], w)) in (chosen.fusion_weights, (0.0, 1.0, 0.0))
+    by_hand = max(("reranker", "interpolated", "fused"),
+                  key=lambda r: ({"reranker": mean(runs.reranker, qrels), "interpolated": max(interpolations.values()),
+                                  "fused": best}[r], -("reranker", "interpolated", "fused").index(r)))
+    deployed = chosen.deployment.combine(runs.reranker, runs.first_stage, runs.teacher)
+    alone = fuse([runs.reranker, runs.teacher, runs.first_stage], tuple(TEACHER_ALONE.values()))
+    ours = evaluate(fuse([runs.reranker, runs.teacher, runs.first_stage],
+                         max(fusions, key=lambda w: (fusions[w], w))) if by_hand == "fused" else
+                    interpolate(runs.reranker, runs.first_stage, chosen.interpolation_weight)
+                    if by_hand == "interpolated" else runs.reranker, qrels, ["nDCG@10"]).values("nDCG@10")
+    if beats_teacher(ours, evaluate(alone, qrels, ["nDCG@10"]).values("nDCG@10")):
+        assert chosen.deployment.ranker == by_hand
+    else:  # the teacher alone, and the fusion's figure is the teacher's
+        assert (chosen.deployment.ranker, chosen.fusion_weights) == ("fused", (0.0, 1.0, 0.0))
+        assert chosen.figures["fused"] == pytest.approx(mean(runs.teacher, qrels), abs=1e-12)
+    assert np.isclose(mean(deployed, qrels), chosen.figures[chosen.deployment.ranker], atol=1e-12)
+    assert chosen.deployment.queries == 40 and chosen.deployment.teacher == (
+        BI_ENCODER if chosen.deployment.ranker == "fused" else None)
+
+
+def test_a_strong_teacher_is_deployed_alone_and_a_forced_ranker_is_kept() -> None:
+    runs, qrels = made_up(40, 3, 5.0)
+    assert select(runs, qrels, SelectionRules("nDCG@10", interpolate=True)).deployment.weights == TEACHER_ALONE
+    forced = select(runs, qrels, SelectionRules("nDCG@10", interpolate=True, deploy="reranker"))
+    assert forced.deployment.ranker == "reranker" and forced.fusion_weights != (0.0, 1.0, 0.0)
+
+
+def test_a_teacher_that_cannot_score_new_queries_is_not_deployed() -> None:
+    runs, qrels = made_up(30, 5, 5.0)
+    fixed = ValidationRuns(runs.reranker, runs.first_stage, runs.teacher, TeacherConfig(run="teacher.run"))
+    chosen = select(fixed, qrels, SelectionRules("nDCG@10", interpolate=True))
+    assert chosen.deployment.ranker != "fused" and "fixed TREC run" in chosen.deployment.excluded["fused"]
+    with pytest.raises(ValueError, match="model.deploy fused: its teacher is a fixed TREC run"):
+        select(fixed, qrels, SelectionRules("nDCG@10", interpolate=True, deploy="fused"))
+    plain = select(ValidationRuns(runs.reranker, runs.first_stage), qrels, SelectionRules("nDCG@10"))
+    assert (plain.deployment.ranker, plain.interpolation_weight, plain.fusion_weights) == ("reranker", None, None)
+    assert set(plain.figures) == {"reranker", "first_stage"}
