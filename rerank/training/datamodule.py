@@ -221,6 +221,9 @@ class RerankDataModule(pl.LightningDataModule):
 
     def setup(self, stage: str | None = None) -> None:
         if stage in ("fit", None):
+            model = self.trainer.lightning_module if self.trainer is not None else None
+            if hasattr(model, "check_data"):  # once per fit, before any list is made: can its heads learn from them?
+                model.check_data(self.list_size, {"data.train": self.sources})
             for source in self.training_sources():  # made here by a process that did not prepare the data
                 self._check_query_budget(source.lists, source.name)
 

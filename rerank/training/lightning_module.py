@@ -62,7 +62,6 @@ from ..selection import FUSED, SelectionRules, ValidationRuns, select
 from ..teacher import TeacherRuns
 from .batches import EvaluationBatch, TrainingBatch
 from .checks import check_click_head, check_list_size, click_estimators
-from .datamodule import RerankDataModule
 from .optimizer import adamw
 from .sources import SourceConfig
 
@@ -183,13 +182,11 @@ class RerankModule(pl.LightningModule):
     def setup(self, stage: str) -> None:
         if stage == "fit":
             self._seed = torch.initial_seed()  # the run's seed (``seed_everything``)
-            data = self.trainer.datamodule if self.trainer is not None else None
-            if isinstance(data, RerankDataModule):  # once per fit: the lists against the heads
-                self.check_data(data.list_size, {"data.train": data.sources})
 
     def check_data(self, list_size: int, sources: Mapping[str, Sequence[SourceConfig]]) -> None:
         """Fail when this module's heads cannot learn from lists of ``list_size`` or from the click sources among
-        ``sources`` (``{section: its sources}``): :mod:`rerank.training.checks`.
+        ``sources`` (``{section: its sources}``): :mod:`rerank.training.checks`. The data module asks, once per fit,
+        before it makes any list.
 
         Raises:
             ValueError: naming the options that disagree.
