@@ -89,9 +89,10 @@ def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selecti
         ValueError: ``rules.deploy`` names a ranker that cannot be deployed here, saying why.
     """
     measure = rules.measure
-    figure = {name: evaluate(run, qrels, [measure]).mean[measure] for name, run in
-              (("reranker", runs.reranker), ("first_stage", runs.first_stage), ("teacher", runs.teacher))
-              if run is not None}
+    measured = {name: evaluate(run, qrels, [measure]) for name, run in
+                (("reranker", runs.reranker), ("first_stage", runs.first_stage), ("teacher", runs.teacher))
+                if run is not None}
+    figure = {name: evaluation.mean[measure] for name, evaluation in measured.items()}
     interpolation_weight = fusion_weights = None
     if rules.interpolate:
         interpolation_weight, figure["interpolated"] = best_weight(runs.reranker, runs.first_stage, qrels, measure,
@@ -114,9 +115,8 @@ def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selecti
     if ranker not in candidates:
         raise ValueError(f"model.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
     fineness = None
-    if runs.teacher is not None:
-        pure, alone = (evaluate(run, qrels, [measure]) for run in (runs.reranker, runs.teacher))
-        fineness = resolution(pure.values(measure), alone.values(measure))
+    if "teacher" in measured:
+        fineness = resolution(measured["reranker"].values(measure), measured["teacher"].values(measure))
     if rules.deploy == "auto" and "fused" in candidates:
         parts = runs.reranker, runs.first_stage, runs.teacher
         chosen = Deployment(ranker, weights[ranker], runs.teacher_config if ranker == "fused" else None)

@@ -76,7 +76,7 @@ def size_tokenization(tokenization: TokenizationConfig, name_or_path: str, queri
     tokenizer = load_tokenizer(name_or_path)
     texts = list(queries)
     lengths = query_lengths(tokenizer, texts)
-    paragraphs = are_paragraphs(sorted(len(text.split()) for text in texts))
+    paragraphs = are_paragraphs([len(text.split()) for text in texts])
     document_lengths: list[int] = []
     if tokenization.sizes_rows and documents is not None:
         documents_read = [head(text, 2 * tokenization.cap(paragraphs))
