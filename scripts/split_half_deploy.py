@@ -9,8 +9,11 @@ first stage) in steps of 0.1 (the fits' rule before 2026-11-28); ``line``, the b
 re-ranker + ``1 - w`` teacher; ``smoothed``, the best after each point's figure is averaged with its grid
 neighbours' (:func:`smoothed`); ``anchored``, the fits' rule since: :func:`rerank.selection.select` itself (simplex's
 choice if it :func:`~rerank.deployment.beats_teacher` alone, else the teacher alone; docs/experiments/ablations.md),
-on the half's queries. The script first rebuilds each fold's deployment by the rule its fit used, and stops unless
-it is the fit's to the last digit.
+on the half's queries. With ``--pooled``, ``pooled`` is ``anchored`` on the half's queries together with the other
+folds' whole validation folds (each scored by the fit that validated on it), but the one that is this fold's test
+fold: what :func:`rerank.selection.select` would choose under ``rerank cv`` from every fit's validation runs.
+The script first rebuilds each fold's deployment by the rule its fit used, and stops unless it is the fit's to the
+last digit.
 
 With ``--test`` it then applies each rule to each fold's whole validation set and prints, read after the
 decision, what the chosen rankers give on the test folds against the teacher (paired t-test over queries).
@@ -29,6 +32,7 @@ import json
 import random
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -85,27 +89,53 @@ def candidates(parts: Sequence[Run], qrels: Qrels, measure: str, queries: Sequen
 
 
 class FitRule:
-    """The fits' rule on a fold's validation runs: :func:`rerank.selection.select` on the queries at ``rows``."""
+    """The fits' rule on a fold's validation runs: :func:`rerank.selection.select` on the queries at ``rows``, and
+    on every query of ``always`` (other folds' validation queries, their runs in ``parts``)."""
 
     def __init__(self, parts: Sequence[Run], qrels: Qrels, queries: Sequence[str], measure: str,
-                 teacher: TeacherConfig | None) -> None:
+                 teacher: TeacherConfig | None, always: Sequence[str] = ()) -> None:
         reranker, teacher_run, first_stage = parts
         self.runs = ValidationRuns(reranker, first_stage, teacher_run, teacher)
         self.qrels, self.queries, self.rules = qrels, queries, SelectionRules(measure, interpolate=True)
+        self.always = {qid: qrels[qid] for qid in always}
 
     def __call__(self, rows: np.ndarray) -> Choice:
-        deployment = select(self.runs, {self.queries[i]: self.qrels[self.queries[i]] for i in rows},
+        deployment = select(self.runs, {self.queries[i]: self.qrels[self.queries[i]] for i in rows} | self.always,
                             self.rules).deployment
         return deployment.ranker, tuple(deployment.weights.values())
 
 
+@dataclass
+class Fold:
+    """One fit of a ``rerank cv`` folder, read back: its judged validation and test queries (sorted), each
+    deployable ranker's per-query values on both for every weight a rule searches, its validation runs
+    (re-ranker, teacher, first stage), its teacher, and its own rule."""
+
+    name: str
+    queries: list[str]
+    values: dict[str, dict[tuple[float, ...], np.ndarray]]
+    test_queries: list[str]
+    test_values: dict[str, dict[tuple[float, ...], np.ndarray]]
+    parts: list[Run]
+    teacher: TeacherConfig | None
+    fit: FitRule
+
+
+def pooled(fold: Fold, folds: Sequence[Fold], qrels: Qrels, measure: str) -> FitRule:
+    """``fold``'s rule on its own validation queries and on the other folds' validation folds, but the one that is
+    ``fold``'s test fold."""
+    pool = [other for other in folds if other is not fold and not set(other.queries) & set(fold.test_queries)]
+    parts = [{qid: docs for other in (fold, *pool) for qid, docs in other.parts[i].items()} for i in range(3)]
+    return FitRule(parts, qrels, fold.queries, measure, fold.teacher, [qid for other in pool for qid in other.queries])
+
+
 def chosen(values: dict[str, dict[tuple[float, ...], np.ndarray]], rule: str, rows: np.ndarray,
-           fit: FitRule) -> Choice:
-    """The ranker and weights ``rule`` deploys from ``values`` on the queries at ``rows``: ``anchored`` by the
-    fit's own rule; the others, each ranker's best weights (ties to the larger first weights, as the fit's search),
-    then :func:`choose` among the rankers."""
-    if rule == "anchored":
-        return fit(rows)
+           fits: dict[str, FitRule]) -> Choice:
+    """The ranker and weights ``rule`` deploys from ``values`` on the queries at ``rows``: ``anchored`` and
+    ``pooled`` by the fit's own rule (``fits``); the others, each ranker's best weights (ties to the larger first
+    weights, as the fit's search), then :func:`choose` among the rankers."""
+    if rule in fits:
+        return fits[rule](rows)
     searched = {ranker: {weights: per[weights] for weights in RULES[rule]} if ranker == "fused" else per
                 for ranker, per in values.items()}
     figures = {ranker: smoothed(per, rows) if rule == "smoothed"
@@ -117,17 +147,18 @@ def chosen(values: dict[str, dict[tuple[float, ...], np.ndarray]], rule: str, ro
 
 
 def split_half(values: dict[str, dict[tuple[float, ...], np.ndarray]], count: int, halvings: int, seed: int,
-               fit: FitRule) -> dict[str, list[float]]:
+               fits: dict[str, FitRule]) -> dict[str, list[float]]:
     """Each rule's measure on the half it did not choose on, for every halving and both halves."""
     generator = random.Random(seed)
-    held_out: dict[str, list[float]] = {rule: [] for rule in RULES}
+    rules = [*RULES, *(rule for rule in fits if rule not in RULES)]
+    held_out: dict[str, list[float]] = {rule: [] for rule in rules}
     for _ in range(halvings):
         order = list(range(count))
         generator.shuffle(order)
         halves = np.array(order[: count // 2]), np.array(order[count // 2:])
         for pick, judge in (halves, halves[::-1]):
-            for rule in RULES:
-                ranker, weights = chosen(values, rule, pick, fit)
+            for rule in rules:
+                ranker, weights = chosen(values, rule, pick, fits)
                 held_out[rule].append(float(np.mean(values[ranker][weights][judge])))
     return held_out
 
@@ -141,75 +172,85 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "(default: FOLDER/test.teacher.run)")
     parser.add_argument("--measure", default="nDCG@10")
     parser.add_argument("--halvings", type=int, default=20)
+    parser.add_argument("--pooled", action="store_true", help="also the rule on the other folds' validation too")
     parser.add_argument("--test", action="store_true", help="also read the test folds under each rule")
     args = parser.parse_args(argv)
     teacher = read_run(args.teacher or args.folder / "test.teacher.run")
-    folds = sorted((path for path in args.folder.glob("fold*") if (path / "metrics.json").is_file()),
+    paths = sorted((path for path in args.folder.glob("fold*") if (path / "metrics.json").is_file()),
                    key=lambda path: int(path.name.removeprefix("fold")))
-    if not folds:
+    if not paths:
         sys.exit(f"{args.folder}: no fold*/metrics.json: not a rerank cv output folder")
-    collection = as_collection_config(yaml.safe_load((folds[0] / "config.yaml").read_text())["data"]["collection"],
+    collection = as_collection_config(yaml.safe_load((paths[0] / "config.yaml").read_text())["data"]["collection"],
                                       "data.collection")
     qrels = read_qrels(args.qrels) if args.qrels else Collection(collection).qrels
-    estimates: dict[str, list[float]] = {rule: [] for rule in RULES}
-    test: dict[str, dict[str, float]] = {rule: {} for rule in ("teacher", *RULES)}
+    folds = [read_fold(path, qrels, teacher, args.measure) for path in paths]
+    rules = [*RULES, *(["pooled"] if args.pooled else [])]
+    estimates: dict[str, list[float]] = {rule: [] for rule in rules}
+    test: dict[str, dict[str, float]] = {rule: {} for rule in ("teacher", *rules)}
     for fold in folds:
-        fold_estimates, fold_test = rebuilt_fold(fold, qrels, teacher, args.measure, args.halvings)
+        fits = {"anchored": fold.fit} | ({"pooled": pooled(fold, folds, qrels, args.measure)} if args.pooled else {})
+        fold_estimates, fold_test = fold_figures(fold, fits, args.halvings)
         for rule, value in fold_estimates.items():
             estimates[rule].append(value)
         for rule, values in fold_test.items():
             test[rule] |= values
-    for rule in RULES:
+    for rule in rules:
         print(f"split-half estimate, {rule}: {np.mean(estimates[rule]):.4f} "
               f"(folds: {', '.join(f'{value:.4f}' for value in estimates[rule])})")
     if args.test:
         queries = sorted(test["teacher"])
         teacher_values = np.array([test["teacher"][qid] for qid in queries])
         print(f"test, {len(queries)} queries: teacher {teacher_values.mean():.4f}")
-        for rule in RULES:
+        for rule in rules:
             deployed = np.array([test[rule][qid] for qid in queries])
             difference, p = deployed.mean() - teacher_values.mean(), ttest_rel(deployed, teacher_values).pvalue
             print(f"test, {rule}: deployed {deployed.mean():.4f}, against the teacher {difference:+.4f}, p = {p:.2g}")
 
 
-def rebuilt_fold(fold: Path, qrels: Qrels, teacher: Run, measure: str,
-                 halvings: int) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """One fold, its deployment rebuilt from its files (or the script stops: these are not the fit's runs): each
-    rule's split-half estimate on its validation queries, and each rule's (and the teacher's) test query values."""
-    first_stage = read_run(fold / "first_stage.trec")
-    metrics = json.loads((fold / "metrics.json").read_text())
+def read_fold(path: Path, qrels: Qrels, teacher: Run, measure: str) -> Fold:
+    """One fit's runs and values, its deployment rebuilt from its files (or the script stops: these are not the
+    fit's runs)."""
+    first_stage = read_run(path / "first_stage.trec")
+    metrics = json.loads((path / "metrics.json").read_text())
     deployment = metrics["deployment"]
-    data = yaml.safe_load((fold / "config.yaml").read_text())["data"]
+    data = yaml.safe_load((path / "config.yaml").read_text())["data"]
     fold_queries = make_split(FoldsConfig(**data["folds"]), qrels)
     split, parts = {}, {}
     for name in ("validation", "test"):
-        reranker = read_run(fold / "runs" / f"{name}.run")
+        reranker = read_run(path / "runs" / f"{name}.run")
         queries = sorted(getattr(fold_queries, name))  # the fold's judged queries, as the fit measures them
         parts[name] = [reranker, restrict(teacher, reranker), restrict(first_stage, reranker)]
         split[name] = queries, candidates(parts[name], qrels, measure, queries)
     queries, values = split["validation"]
-    fit = FitRule(parts["validation"], qrels, queries, measure, teacher_of(data))
     if len(queries) < 4:
-        sys.exit(f"{fold}: {len(queries)} judged validation queries: too few to halve")
+        sys.exit(f"{path}: {len(queries)} judged validation queries: too few to halve")
     deployable = [ranker for ranker in RANKERS
                   if ranker in deployment["validation"] and ranker not in deployment["excluded"]]
-    values = {ranker: values[ranker] for ranker in deployable}
-    whole = np.arange(len(queries))
-    today = _as_the_fit_chose(fold, values, deployment, whole, fit)
-    estimates = {rule: float(np.mean(held_out)) for rule, held_out in
-                 split_half(values, len(queries), halvings, int(fold.name.removeprefix("fold")), fit).items()}
-    test_queries, test_values = split["test"]
-    tested = float(np.mean(test_values[today[0]][today[1]]))
+    fold = Fold(path.name, queries, {ranker: values[ranker] for ranker in deployable}, *split["test"],
+                parts["validation"], teacher_of(data),
+                FitRule(parts["validation"], qrels, queries, measure, teacher_of(data)))
+    today = _as_the_fit_chose(path, fold.values, deployment, np.arange(len(queries)), fold.fit)
+    tested = float(np.mean(fold.test_values[today[0]][today[1]]))
     reported = metrics[today[0]].get(measure, tested)
     if abs(tested - reported) > 1e-9:
-        sys.exit(f"{fold}: the deployed {today[0]} gives {tested:.4f} on the test queries here, {reported:.4f} "
+        sys.exit(f"{path}: the deployed {today[0]} gives {tested:.4f} on the test queries here, {reported:.4f} "
                  "in metrics.json: these are not the fit's runs")
-    test = {"teacher": dict(zip(test_queries, test_values["fused"][TEACHER]))}
-    for rule in RULES:
-        ranker, weights = chosen(values, rule, whole, fit)
-        test[rule] = dict(zip(test_queries, test_values[ranker][weights]))
+    return fold
+
+
+def fold_figures(fold: Fold, fits: dict[str, FitRule], halvings: int,
+                 ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Each rule's split-half estimate on ``fold``'s validation queries, and each rule's (and the teacher's) test
+    query values, its choice made on the whole validation fold."""
+    estimates = {rule: float(np.mean(held_out)) for rule, held_out in
+                 split_half(fold.values, len(fold.queries), halvings, int(fold.name.removeprefix("fold")),
+                            fits).items()}
+    test = {"teacher": dict(zip(fold.test_queries, fold.test_values["fused"][TEACHER]))}
+    for rule in estimates:
+        ranker, weights = chosen(fold.values, rule, np.arange(len(fold.queries)), fits)
+        test[rule] = dict(zip(fold.test_queries, fold.test_values[ranker][weights]))
         print(f"{fold.name}: {rule:7s} deploys {ranker} {weights}, validation "
-              f"{np.mean(values[ranker][weights]):.4f}, split-half {estimates[rule]:.4f}")
+              f"{np.mean(fold.values[ranker][weights]):.4f}, split-half {estimates[rule]:.4f}")
     return estimates, test
 
 
@@ -223,8 +264,9 @@ def _as_the_fit_chose(fold: Path, values: dict, deployment: dict, whole: np.ndar
     """The fit's own choice, rebuilt on all its validation queries by the rule it was made with (or the script
     stops)."""
     recorded = (deployment["ranker"], tuple(deployment["weights"].values()))
-    made_by = next((rule for rule in FIT_RULES if chosen(values, rule, whole, fit) == recorded), None)
-    today = chosen(values, made_by or FIT_RULES[0], whole, fit)
+    fits = {"anchored": fit}
+    made_by = next((rule for rule in FIT_RULES if chosen(values, rule, whole, fits) == recorded), None)
+    today = chosen(values, made_by or FIT_RULES[0], whole, fits)
     figure = float(np.mean(values[today[0]][today[1]]))
     if made_by is None or abs(figure - deployment["validation"][deployment["ranker"]]) > 1e-9:
         sys.exit(f"{fold}: the fit's rule gives {today} ({figure:.4f}), the fit deployed {recorded} "
