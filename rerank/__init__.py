@@ -5,9 +5,10 @@ The public API (everything else is an implementation detail that may move)::
     from rerank import Reranker, RerankModule, RerankDataModule, build, evaluate
 
 - :class:`Reranker`: score and re-rank with a trained (exported) model, from Python.
-- :class:`RerankModule` (``model:`` in configs) and :class:`RerankDataModule` (``data:``): the Lightning pieces
-  that ``rerank fit`` trains, with their configuration dataclasses :class:`CollectionConfig`,
-  :class:`FirstStageConfig`, :class:`FoldsConfig` and :class:`TokenizationConfig`.
+- :class:`RerankModule` (``model:`` in configs), :class:`RerankDataModule` (``data:``) and the :class:`Evaluator`
+  callback (``evaluation:``): the Lightning pieces that ``rerank fit`` trains and evaluates with, with their
+  configuration dataclasses :class:`CollectionConfig`, :class:`FirstStageConfig`, :class:`FoldsConfig`,
+  :class:`TokenizationConfig`, :class:`OptimizerSettings` and :class:`SelectionRules`.
 - :data:`LOSSES`, :func:`build`, :class:`RankingLoss`: the loss heads.
 - :func:`evaluate`: trec_eval measures of a run.
 - :class:`CrossEncoderModel`: the scoring model; :class:`RunDirectory`: where ``rerank fit`` writes.
@@ -37,8 +38,11 @@ if TYPE_CHECKING:
     from .model.tokenization import TokenizationConfig
     from .reranker import Reranker
     from .run_directory import RunDirectory
+    from .selection import SelectionRules
     from .training.datamodule import RerankDataModule
+    from .training.evaluator import Evaluator
     from .training.lightning_module import RerankModule
+    from .training.optimizer import OptimizerSettings
 
 __version__ = "0.2.0"
 
@@ -51,6 +55,9 @@ _WHERE = {
     "evaluate": ".evaluation",
     "FirstStageConfig": ".first_stage.config",
     "RerankModule": ".training.lightning_module",
+    "Evaluator": ".training.evaluator",
+    "OptimizerSettings": ".training.optimizer",
+    "SelectionRules": ".selection",
     "LOSSES": ".losses",
     "RankingLoss": ".losses",
     "build": ".losses",
@@ -66,13 +73,16 @@ __all__ = [
     "LOSSES",
     "CollectionConfig",
     "CrossEncoderModel",
+    "Evaluator",
     "FirstStageConfig",
     "FoldsConfig",
+    "OptimizerSettings",
     "RankingLoss",
     "RerankDataModule",
     "RerankModule",
     "Reranker",
     "RunDirectory",
+    "SelectionRules",
     "TokenizationConfig",
     "__version__",
     "build",

@@ -10,15 +10,15 @@ A fit measures three rankers built on its cross-encoder (:mod:`rerank.interpolat
 depends on the other candidates of the same query: a deployed ``interpolated`` or ``fused`` ranker re-ranks a
 query's candidate list, given their first-stage scores, not a lone pair.
 
-**The rule** (:func:`choose`): the ranker with the highest validation figure on ``model.selection_metric`` (that of
-the checkpoint tested), ties to the simpler ranker (``reranker``, then ``interpolated``, then ``fused``). Since the
-grids of both fusions hold the pure re-ranker (weight 1), a fusion is deployed only when it is strictly better on
-validation. Where the teacher is deployable, the chosen ranker is then kept only if it beats the teacher alone by
-more than one standard error of their per-query difference on validation (:func:`beats_teacher`); otherwise the
-teacher alone is deployed (``fused`` with :data:`TEACHER_ALONE`): on 45 to 63 validation queries a fold, the best
-of 66 fused weights is partly chance. A fusion is deployable only when every part can score new queries: ``fused``
-needs a teacher that is a bi-encoder (not a fixed TREC run, nor a mix with a student), and both fusions need the
-first stage's scores of the candidates.
+**The rule** (:func:`choose`): the ranker with the highest validation figure on ``evaluation.selection.measure``
+(that of the checkpoint tested), ties to the simpler ranker (``reranker``, then ``interpolated``, then ``fused``).
+Since the grids of both fusions hold the pure re-ranker (weight 1), a fusion is deployed only when it is strictly
+better on validation. Where the teacher is deployable, the chosen ranker is then kept only if it beats the teacher
+alone by more than one standard error of their per-query difference on validation (:func:`beats_teacher`); otherwise
+the teacher alone is deployed (``fused`` with :data:`TEACHER_ALONE`): on 45 to 63 validation queries a fold, the
+best of 66 fused weights is partly chance. A fusion is deployable only when every part can score new queries:
+``fused`` needs a teacher that is a bi-encoder (not a fixed TREC run, nor a mix with a student), and both fusions
+need the first stage's scores of the candidates.
 
 What the deployed ranker needs travels with the exported model, in ``config.json`` under ``rerank.deployment``
 (:meth:`Deployment.as_dict`): the ranker, its weights, the normalisation, the teacher's specification (its
@@ -67,7 +67,7 @@ class Deployment:
         ranker: ``reranker``, ``interpolated`` or ``fused``.
         weights: each mixed run's weight (:data:`PARTS`), summing to 1.
         teacher: the teacher that ``fused`` mixes in (a bi-encoder), None for the other rankers.
-        measure: the validation measure the choice was made on (``model.selection_metric``).
+        measure: the validation measure the choice was made on (``evaluation.selection.measure``).
         validation: that measure on the validation queries for each ranker measured there, the zero-shot ones too.
         excluded: the rankers that could not be deployed, each with the reason.
         queries: how many validation queries the choice rests on (None: not recorded).

@@ -36,7 +36,7 @@ _REPORTED: set[tuple[tuple[str, ...], int]] = set()
 times)."""
 
 DEFAULT_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
-# What the commands report by default (model.metrics: metrics.json of rerank fit, bm25, predict and cv)
+# What the commands report by default (evaluation.metrics: metrics.json of rerank fit, bm25, predict and cv)
 METRICS = ("nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000")
 
 _ALIASES = {

@@ -5,7 +5,7 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/config.yaml               the merged config (``rerank fit --config DIR/config.yaml`` reruns it)
     DIR/first_stage.trec          the first-stage candidates of every query
     DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
-    DIR/checkpoints/best.ckpt     best on model.selection_metric;  last.ckpt: for resuming
+    DIR/checkpoints/best.ckpt     best on evaluation.selection.measure;  last.ckpt: for resuming
     DIR/runs/validation.run       the tested checkpoint's validation run, whose figures chose the deployed ranker
                                   (the latest epoch's while training runs);  test.run, test.interpolated.run,
                                   test.fused.run, test.teacher.run (the teacher's scores of the test candidates),

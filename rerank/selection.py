@@ -1,6 +1,6 @@
 """The choice of the deployed ranker from a validation fold's runs: one pure function, :func:`select`.
 
-A fit calls it at the end of every validation (:class:`~rerank.training.lightning_module.RerankModule`), and every
+A fit calls it at the end of every validation (:class:`~rerank.training.evaluator.Evaluator`), and every
 script that re-applies the rule to a fit's saved runs calls it too (``scripts/split_half_deploy.py``), so that the
 rule is written once. Given the re-ranker's run of the validation queries, the first stage's scores of the same
 candidates and, with a teacher, the teacher's, :func:`select`
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from .data.trec import Qrels, Run
 from .deployment import (
     PARTS,
+    RANKERS,
     TEACHER_ALONE,
     Deployment,
     beats_teacher,
@@ -43,20 +44,32 @@ FUSED = PARTS["fused"]
 
 @dataclass(frozen=True)
 class SelectionRules:
-    """How a fit chooses what it deploys (the module's ``selection_metric``, ``interpolate``,
-    ``interpolation_grid`` and ``deploy``).
+    """How a fit chooses what it deploys: ``evaluation.selection`` in the YAML
+    (:mod:`rerank.training.evaluator`).
 
     Attributes:
-        measure: the validation measure every choice is made on.
+        measure: the validation measure every choice is made on (the checkpoint too).
         interpolate: whether the fusions (``interpolated``; ``fused`` with a teacher) are searched at all.
         grid: the weights ``w`` tried for ``interpolated``.
-        deploy: ``auto`` (the rule) or the ranker to deploy whatever validation says.
+        deploy: ``auto`` (the rule) or the ranker to deploy whatever validation says: ``reranker``,
+            ``interpolated`` or ``fused`` (the fusions need ``interpolate: true``; ``fused`` a bi-encoder teacher).
+
+    Raises:
+        ValueError: ``deploy`` unknown, or a fusion without ``interpolate``.
     """
 
     measure: str = "nDCG@20"
     interpolate: bool = False
     grid: Sequence[float] = DEFAULT_GRID
     deploy: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.deploy not in ("auto", *RANKERS):
+            raise ValueError(f"evaluation.selection.deploy must be auto or one of {', '.join(RANKERS)}; "
+                             f"got {self.deploy!r}")
+        if self.deploy in ("interpolated", "fused") and not self.interpolate:
+            raise ValueError(f"evaluation.selection.deploy {self.deploy} is a fusion, measured only with "
+                             "evaluation.selection.interpolate: true")
 
 
 @dataclass(frozen=True)
@@ -113,7 +126,7 @@ def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selecti
             excluded["fused"] = why
     ranker = choose(candidates) if rules.deploy == "auto" else rules.deploy
     if ranker not in candidates:
-        raise ValueError(f"model.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
+        raise ValueError(f"evaluation.selection.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
     fineness = None
     if "teacher" in measured:
         fineness = resolution(measured["reranker"].values(measure), measured["teacher"].values(measure))

@@ -258,13 +258,13 @@ def _training_throughput(run: Settings, size: Size, precision: str, compiled: bo
 
 def _module_and_batches(folder: Path, run: Settings, size: Size) -> tuple[Any, list]:
     """A RerankModule of a random model saved in ``folder`` and pre-tokenized training batches of it."""
-    from rerank import RerankModule, TokenizationConfig
+    from rerank import OptimizerSettings, RerankModule, TokenizationConfig
     from rerank.model.tokenization import PairInputs
     from rerank.training.batches import TrainingBatch
 
     tokenization = TokenizationConfig(max_length=run.tokens, max_query_length=8)
     module = RerankModule(model_name=str(_saved(folder, size)), loss="listnet", tokenization=tokenization,
-                          warmup=0, forward_chunk_size=None)
+                          optimizer=OptimizerSettings(warmup=0), forward_chunk_size=None)
     batches = []
     for seed in range(run.steps + run.warmup):
         ids, mask, labels = lists(run, run.lists_per_step, run.list_size, seed)
@@ -449,7 +449,7 @@ def part_convergence(run: Settings, report: Callable[[dict], None], folder: Path
     if run.device == "cpu":
         settings += ["--model.tokenization.max_length", "32", "--model.tokenization.max_query_length", "8",
                      "--data.rerank_depth", "5",
-                     "--data.first_stage.retrieval_depth", "5", "--model.interpolate", "false"]
+                     "--data.first_stage.retrieval_depth", "5", "--evaluation.selection.interpolate", "false"]
     for precision in ("16-mixed", "32-true"):
         output = folder / f"convergence-{precision}"
         logger = {"class_path": "lightning.pytorch.loggers.CSVLogger", "init_args": {"save_dir": str(output)}}

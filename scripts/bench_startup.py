@@ -73,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         broken = Path(folder) / "broken.yaml"
-        broken.write_text("model:\n  loss: listnet\n  encoder_lr: [1.0e-4\ndata:\n  rerank_depth: 30\n")
+        broken.write_text("model:\n  loss: listnet\n  optimizer: [1.0e-4\ndata:\n  rerank_depth: 30\n")
         cache = Path(folder) / "cache"
         first, loaded = timed(MAIN.format(arguments=["fit", "--help"]), args.checkout.resolve(), cache)
         results = {"`rerank fit --help`, first use (an empty cache)": {"median_s": first, "min_s": first,

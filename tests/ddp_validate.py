@@ -21,6 +21,7 @@ from rerank.data.trec import read_run
 from rerank.first_stage import FirstStageConfig
 from rerank.model.tokenization import TokenizationConfig
 from rerank.training.datamodule import RerankDataModule
+from rerank.training.evaluator import Evaluator
 from rerank.training.lightning_module import RerankModule
 
 
@@ -32,10 +33,10 @@ def main(workdir: Path, output: Path, devices: int) -> None:
         folds=FoldsConfig(scheme="kfold", count=5, seed=42, test=1), model_name=str(workdir / "bert"),
         tokenization=TokenizationConfig(max_length=64, max_query_length=16), output_dir=str(output),
         rerank_depth=20, eval_batch_size=7)
-    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet", judgments=data.judgments)
+    module = RerankModule(model_name=str(workdir / "bert"), loss="listnet")
     trainer = pl.Trainer(accelerator="cpu", devices=devices, strategy="ddp" if devices > 1 else "auto",
                          logger=False, enable_progress_bar=False, enable_model_summary=False,
-                         default_root_dir=str(output))
+                         default_root_dir=str(output), callbacks=[Evaluator()])
     (metrics,) = trainer.validate(module, datamodule=data)
     if trainer.is_global_zero:
         run = read_run(output / "runs" / "validation.run")

@@ -88,9 +88,11 @@ def fails(files: Files, arguments: list[str], capsys: pytest.CaptureFixture) -> 
 
 ROWS = [
     # (row, command, options, expected fragment)
-    ("negative encoder learning rate", "fit", ["--model.encoder_lr=-1e-5"], "model.encoder_lr must be > 0"),
-    ("zero encoder learning rate", "fit", ["--model.encoder_lr", "0"], "model.encoder_lr must be > 0"),
-    ("negative head learning rate", "fit", ["--model.head_lr=-0.001"], "model.head_lr must be > 0"),
+    ("negative encoder learning rate", "fit", ["--model.optimizer.encoder_lr=-1e-5"],
+     "model.optimizer.encoder_lr must be > 0"),
+    ("zero encoder learning rate", "fit", ["--model.optimizer.encoder_lr", "0"],
+     "model.optimizer.encoder_lr must be > 0"),
+    ("negative head learning rate", "fit", ["--model.optimizer.head_lr=-0.001"], "model.optimizer.head_lr must be > 0"),
     ("lists of 1 with a listwise head", "fit", ["--data.list_size", "1"],
      "data.list_size 1: the loss head 'smoothi_ndcg' (model.loss) compares candidates"),
     ("re-rank depth beyond the first stage's", "fit", ["--data.rerank_depth", "10"],
@@ -223,20 +225,20 @@ def cli_metrics(files: Files, name: str, *options: str) -> dict[str, float]:
 
 
 def test_the_console_script_prints_one_line_and_no_traceback(files: Files) -> None:
-    done = subprocess.run([sys.executable, "-m", "rerank", *files.arguments("fit", "--model.encoder_lr=-1")],
+    done = subprocess.run([sys.executable, "-m", "rerank", *files.arguments("fit", "--model.optimizer.encoder_lr=-1")],
                           capture_output=True, text=True, cwd=REPO, timeout=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "LightningCLI's args parameter" not in done.stderr  # known-harmless warnings are filtered
     assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
-        "error: model.encoder_lr must be > 0; got -1.0"]
+        "error: model.optimizer.encoder_lr must be > 0; got -1.0"]
 
 
 def test_the_debug_switch_raises_the_error_with_its_traceback(files: Files, monkeypatch: pytest.MonkeyPatch) -> None:
     from rerank.cli.errors import run
 
     monkeypatch.setenv("RERANK_DEBUG", "1")
-    with pytest.raises(ValueError, match=r"model.encoder_lr must be > 0"):
-        run(cli.main, files.arguments("fit", "--model.encoder_lr=-1"))
+    with pytest.raises(ValueError, match=r"model.optimizer.encoder_lr must be > 0"):
+        run(cli.main, files.arguments("fit", "--model.optimizer.encoder_lr=-1"))
 
 
 def test_a_bug_shows_its_traceback_and_asks_for_a_report(capsys: pytest.CaptureFixture) -> None:
@@ -308,7 +310,7 @@ def test_a_byte_that_is_not_utf8_is_named_with_its_file_and_line(files: Files, c
 def test_a_yaml_syntax_error_is_one_line_naming_the_config_file_and_line(files: Files,
                                                                          capsys: pytest.CaptureFixture) -> None:
     config = files.root / "mine.yaml"
-    config.write_text("model:\n  loss: listnet\n  encoder_lr: [1.0e-4\ndata:\n  rerank_depth: 5\n")
+    config.write_text("model:\n  loss: listnet\n  optimizer: [1.0e-4\ndata:\n  rerank_depth: 5\n")
     message = fails(files, files.arguments("fit", "--config", str(config)), capsys)
     assert message.startswith(f"error: {config}:4:5: not valid YAML: while parsing a flow sequence expected ',' or "
                               "']', but got ':' (the construct began on line 3)")

@@ -183,10 +183,12 @@ def stored_checks_accept(*options: str) -> bool:
 VALUES = [  # (option, value): accepted and refused values of ints, floats, booleans, choices and nullable options
     ("--data.rerank_depth", "30"), ("--data.rerank_depth", "3.0"), ("--data.rerank_depth", "abc"),
     ("--data.rerank_depth", "1e3"), ("--data.rerank_depth", "0x10"), ("--data.rerank_depth", "+7"),
-    ("--model.encoder_lr", "1"), ("--model.encoder_lr", "1e-5"), ("--model.encoder_lr", "abc"),
-    ("--model.encoder_lr", "inf"), ("--model.warmup", ".5"), ("--model.warmup", "nan"),
-    ("--model.interpolate", "true"), ("--model.interpolate", "True"), ("--model.interpolate", "yes"),
-    ("--model.interpolate", "1"), ("--model.interpolate", "maybe"), ("--model.dropout", "null"),
+    ("--model.optimizer.encoder_lr", "1"), ("--model.optimizer.encoder_lr", "1e-5"),
+    ("--model.optimizer.encoder_lr", "abc"), ("--model.optimizer.encoder_lr", "inf"),
+    ("--model.optimizer.warmup", ".5"), ("--model.optimizer.warmup", "nan"),
+    ("--evaluation.selection.interpolate", "true"), ("--evaluation.selection.interpolate", "True"),
+    ("--evaluation.selection.interpolate", "yes"), ("--evaluation.selection.interpolate", "1"),
+    ("--evaluation.selection.interpolate", "maybe"), ("--model.dropout", "null"),
     ("--model.dropout", "None"), ("--trainer.max_epochs", "none"), ("--trainer.max_epochs", "null"),
     ("--trainer.precision", "bf16-mixed"), ("--trainer.precision", "bf16mixed"), ("--trainer.precision", "32"),
     ("--model.tokenization.max_query_length", "auto"), ("--model.tokenization.max_query_length", "24"),
@@ -203,8 +205,8 @@ def test_the_stored_checks_refuse_only_what_the_parser_refuses(option: str, valu
 
 
 def test_the_stored_checks_catch_the_common_mistakes() -> None:
-    for option, value in [("--data.rerank_depth", "abc"), ("--model.encoder_lr", "abc"),
-                          ("--model.interpolate", "maybe"), ("--trainer.precision", "bf16mixed"),
+    for option, value in [("--data.rerank_depth", "abc"), ("--model.optimizer.encoder_lr", "abc"),
+                          ("--evaluation.selection.interpolate", "maybe"), ("--trainer.precision", "bf16mixed"),
                           ("--data.rerank_depht", "3"), ("--model.tokenization.max_lenght", "3")]:
         assert not stored_checks_accept(option, value), (option, value)
         assert not parser_accepts(option, value), (option, value)

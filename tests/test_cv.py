@@ -18,8 +18,10 @@ from scipy import stats
 from rerank.cli import compare, cv
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import kfold
-from rerank.data.trec import read_run, write_run
+from rerank.data.trec import read_run, restrict, write_run
 from rerank.evaluation import evaluate
+from rerank.selection import SelectionRules, ValidationRuns, select
+from rerank.teacher import TeacherConfig
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 MEASURES = ("nDCG@10", "MAP", "MRR")  # not the default set: cv reports what the fits report
@@ -31,9 +33,9 @@ def cv_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = cranfield_workdir(tmp_path_factory.mktemp("cv"))
     bm25 = read_run(folder / "bm25.run")  # a teacher that ranks the candidates backwards, for the fused run
     write_run({qid: {doc: -score for doc, score in docs.items()} for qid, docs in bm25.items()}, folder / "teacher.run")
-    config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True,
-                        "tokenization": {"max_length": 48, "max_query_length": 16},
-                        "metrics": list(MEASURES), "selection_metric": "nDCG@10"},
+    config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet",
+                        "tokenization": {"max_length": 48, "max_query_length": 16}},
+              "evaluation": {"metrics": list(MEASURES), "selection": {"measure": "nDCG@10", "interpolate": True}},
               "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
                        "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
                        "batch_size": 2, "train": [{"queries": "train", "targets": "both",
@@ -158,12 +160,25 @@ def test_the_split_half_script_recomputes_each_folds_deployment_from_its_files(c
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels  # what the script reads from the folds' config
     teacher_path = folder.parent / "teacher.run"
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "split_half_deploy.py"), str(folder),
-                           "--teacher", str(teacher_path), "--halvings", "3", "--test"],
+                           "--teacher", str(teacher_path), "--halvings", "3", "--test", "--pooled"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     for k in (1, 2):
         deployment = json.loads((folder / f"fold{k}" / "metrics.json").read_text())["deployment"]
         assert f"fold{k}: simplex deploys {deployment['ranker']} " in done.stdout
+    # pooled: fold 1's fit may pool nothing (fold 2's fit validated on fold 1, its test fold); fold 2's pools
+    # fold 1's validation queries, scored by fold 1's fit, with its own: select() on the union, recomputed here
+    choices = dict(line.split(" deploys ")[0:2] for line in done.stdout.splitlines() if " deploys " in line)
+    assert choices["fold1: pooled "].split(", validation")[0] == choices["fold1: anchored"].split(", validation")[0]
+    teacher, parts = read_run(teacher_path), []
+    for k in (1, 2):
+        reranker = read_run(folder / f"fold{k}" / "runs" / "validation.run")
+        parts.append((reranker, restrict(read_run(folder / f"fold{k}" / "first_stage.trec"), reranker)))
+    union = [{qid: docs for part in parts for qid, docs in part[i].items()} for i in (0, 1)]
+    pooled = select(ValidationRuns(*union, restrict(teacher, union[0]), TeacherConfig(run=str(teacher_path))),
+                    {qid: qrels[qid] for qid in union[0] if qid in qrels}, SelectionRules("nDCG@10", interpolate=True))
+    weights = tuple(pooled.deployment.weights.values())
+    assert choices["fold2: pooled "].startswith(f"{pooled.deployment.ranker} {weights}, validation")
     estimates = dict(line.split(": ")[0:2] for line in done.stdout.splitlines() if line.startswith("split-half"))
     assert estimates["split-half estimate, simplex"].split()[0] == estimates["split-half estimate, line"].split()[0]
     test = read_run(folder / "test.run")

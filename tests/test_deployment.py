@@ -80,14 +80,14 @@ def test_the_deployed_fusion_is_the_weighted_sum_of_z_scores() -> None:
 @pytest.fixture(scope="module")
 def fits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Fits of a tiny BERT on Cranfield with a tiny bi-encoder teacher mixed with BM25, one for each deployed
-    ranker (``model.deploy``), and one left to the rule; their run directories."""
+    ranker (``evaluation.selection.deploy``), and one left to the rule; their run directories."""
     folder = cranfield_workdir(tmp_path_factory.mktemp("deployment"))
     teacher = {"bi_encoder": str(tiny_bi_encoder(folder / "bi")), "max_length": 64, "first_stage_weight": 0.4}
     fitted = {}
     for deploy in ("interpolated", "fused", "auto"):
-        config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet", "interpolate": True,
-                            "selection_metric": "nDCG@10", "deploy": deploy,
+        config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet",
                             "tokenization": {"max_length": 40, "max_query_length": 12}},
+                  "evaluation": {"selection": {"measure": "nDCG@10", "interpolate": True, "deploy": deploy}},
                   "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
                            "folds": FOLDS, "rerank_depth": 20, "list_size": 4, "batch_size": 2,
                            "train": [{"queries": "train", "targets": "both", "teacher": teacher}]},

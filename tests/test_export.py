@@ -29,6 +29,7 @@ from rerank.evaluation import evaluate
 from rerank.export import export
 from rerank.reranker import CandidateTexts, Reranker
 from rerank.training.lightning_module import RerankModule
+from rerank.training.optimizer import OptimizerSettings
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 QUERIES = ["what similarity laws must be obeyed when constructing aeroelastic models",
@@ -44,7 +45,7 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[RerankModule, Pat
     folder = cranfield_workdir(tmp_path_factory.mktemp("export"))
     pl.seed_everything(0)
     data = data_module(folder, folder / "fit")
-    module = rerank_module(data, loss="smoothi_ndcg", head_lr=1e-2)
+    module = rerank_module(data, loss="smoothi_ndcg", optimizer=OptimizerSettings(head_lr=1e-2))
     trainer(folder, max_steps=3).fit(module, datamodule=data)
     module.eval()
     return module, export(module.model, folder / "model", {"model": dict(module.hparams)}, onnx=True)

@@ -55,8 +55,8 @@ def test_each_head_lowers_the_recipes_two_term_loss(head: str, tmp_path: Path) -
 @pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
 def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp_path: Path) -> None:
     folder = cranfield_workdir(tmp_path / "work")
-    config = {"model": {"model_name": str(folder / "bert"), "interpolate": True, "selection_metric": "nDCG@10",
-                        "tokenization": {"max_length": 48, "max_query_length": 16}},
+    config = {"model": {"model_name": str(folder / "bert"), "tokenization": {"max_length": 48, "max_query_length": 16}},
+              "evaluation": {"selection": {"measure": "nDCG@10", "interpolate": True}},
               "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
                        "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
                        "batch_size": 2, "train": [{"queries": "train", "targets": "both",

@@ -76,7 +76,7 @@ def test_a_teacher_that_cannot_score_new_queries_is_not_deployed() -> None:
     fixed = ValidationRuns(runs.reranker, runs.first_stage, runs.teacher, TeacherConfig(run="teacher.run"))
     chosen = select(fixed, qrels, SelectionRules("nDCG@10", interpolate=True))
     assert chosen.deployment.ranker != "fused" and "fixed TREC run" in chosen.deployment.excluded["fused"]
-    with pytest.raises(ValueError, match="model.deploy fused: its teacher is a fixed TREC run"):
+    with pytest.raises(ValueError, match="evaluation.selection.deploy fused: its teacher is a fixed TREC run"):
         select(fixed, qrels, SelectionRules("nDCG@10", interpolate=True, deploy="fused"))
     plain = select(ValidationRuns(runs.reranker, runs.first_stage), qrels, SelectionRules("nDCG@10"))
     assert (plain.deployment.ranker, plain.interpolation_weight, plain.fusion_weights) == ("reranker", None, None)

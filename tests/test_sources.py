@@ -480,7 +480,7 @@ DEFAULT_VARIANTS = {  # the candidates compared with one-epoch on validation: th
     "row96": {"model": {"tokenization": {"max_length": 96}}, "pretrain": {"max_steps": 720}},
     "row192": {"model": {"tokenization": {"max_length": 192}}, "pretrain": {"max_steps": 360}},
     "row128-stock": {"model": {**STOCK, "tokenization": {"max_length": 128}}, "pretrain": {"max_steps": 450}},
-    "row128-stock-lr1e-4": {"model": {**STOCK, "encoder_lr": 1e-4, "tokenization": {"max_length": 128}},
+    "row128-stock-lr1e-4": {"model": {**STOCK, "optimizer": {"encoder_lr": 1e-4}, "tokenization": {"max_length": 128}},
                             "pretrain": {"max_steps": 450}},
     "row192-stock": {"model": {**STOCK, "tokenization": {"max_length": 192}}, "pretrain": {"max_steps": 270}},
 }
@@ -556,7 +556,7 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
     assert resolved("cranfield", "ablation/lists16") == {
         **previous, "data": {**previous["data"], "list_size": 16, "batch_size": 1}}
     assert resolved("cranfield", "ablation/lr1e-4") == {
-        **previous, "model": {**previous["model"], "encoder_lr": 1e-4}}
+        **previous, "model": {**previous["model"], "optimizer": {**previous["model"]["optimizer"], "encoder_lr": 1e-4}}}
     assert resolved("cranfield", "ablation/born-again") == {
         **previous, "pretrain": {**previous["pretrain"], "rounds": 2}}
     # the variants compared with one-epoch on validation (docs/experiments/results.md): each changes it in one place

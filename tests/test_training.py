@@ -26,8 +26,11 @@ from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
 from rerank.first_stage import FirstStageConfig
 from rerank.model.tokenization import TokenizationConfig
+from rerank.selection import SelectionRules
 from rerank.training.datamodule import RerankDataModule
+from rerank.training.evaluator import Evaluator
 from rerank.training.lightning_module import RerankModule
+from rerank.training.optimizer import OptimizerSettings
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 REPO = Path(__file__).resolve().parents[1]
@@ -52,14 +55,15 @@ def data_module(workdir: Path, output: Path, **options) -> RerankDataModule:
 
 def rerank_module(data: RerankDataModule, **options) -> RerankModule:
     """A module for ``data``'s tokenizer, tokenization and judgments."""
-    return RerankModule(model_name=data.model_name, tokenization=data.tokenization, judgments=data.judgments,
-                        **options)
+    return RerankModule(model_name=data.model_name, tokenization=data.tokenization, **options)
 
 
-def trainer(output: Path, **options) -> pl.Trainer:
+def trainer(output: Path, interpolate: bool = False, **options) -> pl.Trainer:
+    """A quiet CPU Trainer with the fit's evaluation (``evaluation.selection.interpolate`` as given)."""
     settings = {"accelerator": "cpu", "devices": 1, "logger": False, "enable_checkpointing": False,
                 "enable_progress_bar": False, "enable_model_summary": False, "default_root_dir": str(output),
-                "num_sanity_val_steps": 0, "limit_val_batches": 0}
+                "num_sanity_val_steps": 0, "limit_val_batches": 0,
+                "callbacks": [Evaluator(selection=SelectionRules(interpolate=interpolate))]}
     return pl.Trainer(**{**settings, **options})
 
 
@@ -75,7 +79,7 @@ def test_training_loss_falls(workdir: Path, tmp_path: Path, loss: str) -> None:
     batches = list(data.train_dataloader())
     assert len(batches) == 4 and all(batch.labels.shape == (4, 8) for batch in batches)
     pl.seed_everything(0)
-    module = rerank_module(data, loss=loss, encoder_lr=1e-3, head_lr=1e-2, warmup=0)
+    module = rerank_module(data, loss=loss, optimizer=OptimizerSettings(encoder_lr=1e-3, head_lr=1e-2, warmup=0))
 
     def mean_loss() -> float:
         module.eval()
@@ -98,7 +102,7 @@ def capture_first_update(workdir: Path, output: Path, batch_size: int, accumulat
 
     pl.seed_everything(0)
     data = data_module(workdir, output, batch_size=batch_size)
-    module = rerank_module(data, loss="listnet", warmup=0)
+    module = rerank_module(data, loss="listnet", optimizer=OptimizerSettings(warmup=0))
     trainer(output, max_steps=1, accumulate_grad_batches=accumulate, callbacks=[Capture()]).fit(module, datamodule=data)
     return grads, [p.detach().clone() for p in module.model.parameters()]
 
@@ -135,8 +139,8 @@ def test_mixed_precision_on_cpu_keeps_the_loss_finite(workdir: Path, tmp_path: P
 
 def test_evaluation_covers_each_query_once_and_matches_trec_eval(workdir: Path, tmp_path: Path) -> None:
     data = data_module(workdir, tmp_path, eval_batch_size=7)
-    module = rerank_module(data, loss="listnet", interpolate=True)
-    (metrics,) = trainer(tmp_path, limit_val_batches=1.0).validate(module, datamodule=data)
+    module = rerank_module(data, loss="listnet")
+    (metrics,) = trainer(tmp_path, interpolate=True, limit_val_batches=1.0).validate(module, datamodule=data)
     run = read_run(tmp_path / "runs" / "validation.run")
     assert sorted(run) == sorted(c.query_id for c in data.lists["validation"])
     assert all(len(run[c.query_id]) == len(c.doc_ids) for c in data.lists["validation"])
@@ -150,8 +154,8 @@ def test_the_tested_checkpoints_validation_run_is_the_one_written(workdir: Path,
     """runs/validation.run ends as the validation of the checkpoint tested (whose figures chose the deployed ranker),
     not as the latest epoch's: a checkpoint saved, a later validation with other weights, then the test."""
     data = data_module(workdir, tmp_path)
-    module = rerank_module(data, loss="listnet", interpolate=True)
-    validator = trainer(tmp_path, limit_val_batches=1.0)
+    module = rerank_module(data, loss="listnet")
+    validator = trainer(tmp_path, interpolate=True, limit_val_batches=1.0)
     validator.validate(module, datamodule=data)
     checkpoint = tmp_path / "chosen.ckpt"
     validator.save_checkpoint(checkpoint)
@@ -164,7 +168,8 @@ def test_the_tested_checkpoints_validation_run_is_the_one_written(workdir: Path,
     judged = data.judgments("validation")
     latest = evaluate(read_run(validation_file), judged, [measure]).mean[measure]
     assert latest == module.deployment.validation["reranker"] != chosen
-    trainer(tmp_path, limit_test_batches=1.0).test(module, datamodule=data, ckpt_path=checkpoint, weights_only=True)
+    trainer(tmp_path, interpolate=True, limit_test_batches=1.0).test(module, datamodule=data, ckpt_path=checkpoint,
+                                                                     weights_only=True)
     assert evaluate(read_run(validation_file), judged, [measure]).mean[measure] == chosen
     assert module.deployment.validation["reranker"] == chosen
 
@@ -343,4 +348,5 @@ def test_robust04_protocol_and_loss_overrides_parse(overrides: list[str], capsys
     assert config["data"]["rerank_depth"] == 150 and config["data"]["strategy"] == "pairs"
     assert config["data"]["list_size"] == 4 and config["model"]["tokenization"]["passages"] == "maxp"
     assert config["trainer"]["accumulate_grad_batches"] == 8 and config["trainer"]["precision"] == "16-mixed"
-    assert config["model"]["model_name"] == "bert-base-uncased" and config["model"]["selection_metric"] == "nDCG@20"
+    assert config["model"]["model_name"] == "bert-base-uncased"
+    assert config["evaluation"]["selection"]["measure"] == "nDCG@20"

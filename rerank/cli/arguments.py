@@ -2,7 +2,8 @@
 
 Every command parses its options with :class:`RerankCLI`, a :class:`~lightning.pytorch.cli.LightningCLI` over
 :class:`~rerank.training.lightning_module.RerankModule` (``model:``),
-:class:`~rerank.training.datamodule.RerankDataModule` (``data:``) and the Trainer (``trainer:``), so an option is
+:class:`~rerank.training.datamodule.RerankDataModule` (``data:``), the Trainer (``trainer:``) and its callbacks
+(``evaluation:``, :class:`~rerank.training.evaluator.Evaluator`; ``checkpoint:``), so an option is
 written the same in every command (``--data.first_stage.backend bm25s``), any training config is accepted by every
 command (each reads the sections it needs), ``--config`` may be repeated (later files win; a later
 ``data.collection`` replaces an earlier one as a whole), and ``--config NAME`` resolves ``NAME`` in the repository's
@@ -30,6 +31,7 @@ from ..model.tokenization import TokenizationConfig
 from ..run_directory import RunDirectory
 from ..training.checkpoint_io import AtomicCheckpointIO
 from ..training.datamodule import RerankDataModule
+from ..training.evaluator import Evaluator
 from ..training.lightning_module import RerankModule
 from ..training.precision import effective_precision
 from ..training.pretraining import PretrainConfig
@@ -66,6 +68,7 @@ class RerankCLI(LightningCLI):
         parser.add_argument("--pretrain", type=PretrainConfig | None, default=None,
                             help="a first training stage without data.collection's judgments, cached across folds "
                                  "(rerank.training.pretraining)")
+        parser.add_lightning_class_args(Evaluator, "evaluation")
         parser.add_lightning_class_args(ModelCheckpoint, "checkpoint")
         parser.add_lightning_class_args(ModelCheckpoint, "last_checkpoint")
         parser.set_defaults({
@@ -76,14 +79,11 @@ class RerankCLI(LightningCLI):
         })
         parser.link_arguments("model.model_name", "data.model_name")
         parser.link_arguments("model.tokenization", "data.tokenization")
-        parser.link_arguments("model.selection_metric", "checkpoint.monitor", compute_fn=lambda name: f"val/{name}")
+        parser.link_arguments("evaluation.selection", "checkpoint.monitor", compute_fn=_monitored)
         parser.link_arguments("output_dir", "data.output_dir")
         parser.link_arguments("output_dir", "trainer.default_root_dir")
         for key in ("checkpoint.dirpath", "last_checkpoint.dirpath"):
             parser.link_arguments("output_dir", key, compute_fn=_checkpoints)
-        parser.link_arguments("data", "model.judgments", compute_fn=lambda data: data.judgments, apply_on="instantiate")
-        parser.link_arguments("data", "model.teacher_run", compute_fn=lambda data: data.teacher_run,
-                              apply_on="instantiate")
         if self._command_arguments is not None:
             self._command_arguments(parser)
 
@@ -141,6 +141,11 @@ class RerankCLI(LightningCLI):
 def _plain(value: Any) -> Any:
     """A parsed value as plain data (jsonargparse Namespaces as dicts)."""
     return value.as_dict() if hasattr(value, "as_dict") else value
+
+
+def _monitored(selection: Namespace) -> str:
+    """What the best checkpoint is chosen on: ``val/<evaluation.selection.measure>``."""
+    return f"val/{selection.measure}"
 
 
 def _checkpoints(output_dir: str) -> str:

@@ -17,9 +17,9 @@ COMMANDS = {
 }
 MODULES = {"bm25": "first_stage"}
 READS = {
-    "bm25": ("output_dir", "data.collection", "data.first_stage", "model.metrics"),
+    "bm25": ("output_dir", "data.collection", "data.first_stage", "evaluation.metrics"),
     "teacher": ("output_dir", "run", "teacher", "data.collection", "data.first_stage", "data.rerank_depth",
-                "model.metrics"),
+                "evaluation.metrics"),
     "compare": ("systems", "qrels", "alpha", "output", "data.collection"),
     "serve": ("serve", "ranker", "model.model_name"),
     "clicks": ("output_dir", "run", "clicks", "data.collection", "data.first_stage", "data.folds"),

@@ -31,7 +31,7 @@ from .errors import run
 
 MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
 PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
-"""The measures of the per-fold plot, among those the cv directory reports (``model.metrics``; its first four
+"""The measures of the per-fold plot, among those the cv directory reports (``evaluation.metrics``; its first four
 when it reports none of these)."""
 DESCRIPTION = __doc__.splitlines()[0]
 

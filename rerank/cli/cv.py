@@ -5,8 +5,8 @@ fits see (``--data.folds.count 10`` rotates 10 folds). Runs ``rerank fit`` once 
 each in its own process; validation is the fold before the test fold, training the others, as in
 :mod:`rerank.data.folds`), skipping folds whose ``metrics.json`` exists, so an interrupted cross-validation
 resumes where it stopped (an interrupted fold from its ``last.ckpt``). Then it concatenates the per-fold test runs
-and writes ``DIR/cv_metrics.json``: each measure the fits report (``model.metrics``) over all the folds' judged test
-queries (a query without candidates counts 0, as in each fold's ``metrics.json``), per fold,
+and writes ``DIR/cv_metrics.json``: each measure the fits report (``evaluation.metrics``) over all the folds'
+judged test queries (a query without candidates counts 0, as in each fold's ``metrics.json``), per fold,
 and mean +- standard error over folds (:class:`~rerank.run_directory.CrossValidationDirectory`), and the ranker
 each fold deployed (``deployed``: each query by its fold's, with paired t-tests against the first stage and the
 teacher), then prints a summary of them (:mod:`rerank.cli.summary`).
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 raise UserError(f"fold {fold} failed (exit {done.returncode}; its error is above); mend it and rerun "
                                 "the same command to resume")
         collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
-        measure = cli.config.model.selection_metric
+        measure = cli.config.evaluation.selection.measure
         judged = judged_test_queries(folds_config, folds, collection.qrels)
         report = summarise(folder, folds, judged, measure)
     show(cv_summary(report, measure, folder.root))

@@ -3,7 +3,7 @@
 Reads the ``data.collection`` and ``data.first_stage`` sections of the config (see
 :class:`rerank.data.collection.CollectionConfig` and :class:`rerank.first_stage.FirstStageConfig`; any training
 config works, its other sections are ignored), retrieves the top ``retrieval_depth`` documents of every query,
-and writes ``DIR/first_stage.trec`` and ``DIR/metrics.json`` (``{"first_stage": {...}}``: ``model.metrics``,
+and writes ``DIR/first_stage.trec`` and ``DIR/metrics.json`` (``{"first_stage": {...}}``: ``evaluation.metrics``,
 by default nDCG@10, nDCG@20, P@20, MAP, R@100, R@1000, over all judged queries). Options override the config as
 in every command, e.g. ``--data.first_stage.backend bm25s``.
 """
@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     write_first_stage_run(collection.config, first_stage, directory.first_stage_run)  # pyserini in a child process
     keep_log(directory.root)  # the log so far, now that the directory holds a run
     first_stage_run = read_run(directory.first_stage_run)
-    metrics = evaluate(first_stage_run, qrels, cli.config.model.metrics).mean
+    metrics = evaluate(first_stage_run, qrels, cli.config.evaluation.metrics).mean
     directory.write_metrics({"first_stage": metrics})
     Console(stderr=True).print(
         f"{collection.name}: {len(first_stage_run)} queries, {first_stage.backend} (k1={first_stage.k1}, "

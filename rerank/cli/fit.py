@@ -7,9 +7,10 @@ name from ``configs/``, and may be repeated to stack files (:mod:`rerank.cli.arg
 section runs a first, judgment-free stage, cached across folds and re-runs (:mod:`rerank.training.pretraining`).
 
 ``DIR`` receives what :class:`~rerank.run_directory.RunDirectory` lays out: the merged config, the first-stage run,
-checkpoints (``best.ckpt`` on ``model.selection_metric``, ``last.ckpt`` every
+checkpoints (``best.ckpt`` on ``evaluation.selection.measure``, ``last.ckpt`` every
 ``last_checkpoint.every_n_train_steps`` steps), the validation and test runs, ``metrics.json`` and ``model/``, the
-best checkpoint exported (:mod:`rerank.export`) with the ranker chosen on validation (:mod:`rerank.deployment`). The
+best checkpoint exported (:mod:`rerank.export`) with the ranker chosen on validation (:mod:`rerank.selection`, by
+the ``evaluation:`` callback, :mod:`rerank.training.evaluator`). The
 run ends with a summary (:mod:`rerank.cli.summary`): each ranker's test figure beside the first stage and the
 teachers, the deployed one marked, the model's folder and the command to use it. After a crash, the same command
 with ``--ckpt_path last`` resumes where ``last.ckpt`` left off.
@@ -28,6 +29,7 @@ from ..atomic import atomic_write
 from ..export import card_metrics, export
 from ..logs import configure_logging, keep_log
 from ..run_directory import Metrics, RunDirectory
+from ..training.evaluator import evaluator_of
 from ..training.pretraining import pretrain
 from ..training.sources import as_source_configs
 from .arguments import RerankCLI
@@ -67,16 +69,17 @@ def main(argv: list[str] | None = None) -> Metrics:
         trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path, weights_only=True)
         best = cli.config_init.checkpoint.best_model_path
         trainer.test(model, datamodule=data, ckpt_path=best or None, weights_only=True, verbose=False)
+        evaluation = evaluator_of(trainer)
         if trainer.is_global_zero:
-            directory.write_metrics(model.test_report, model.deployment.as_dict())
-            card = {"model": dict(model.hparams), "data": cli.config.as_dict().get("data", {}),
-                    "pretrain": cli.config.as_dict().get("pretrain"),
-                    "metrics": card_metrics(model.test_report),
-                    "command": shlex.join(["rerank", "fit", *arguments])}
+            directory.write_metrics(evaluation.report, model.deployment.as_dict())
+            options = cli.config.as_dict()
+            card = {"model": dict(model.hparams), "evaluation": options.get("evaluation"),
+                    "data": options.get("data", {}), "pretrain": options.get("pretrain"),
+                    "metrics": card_metrics(evaluation.report), "command": shlex.join(["rerank", "fit", *arguments])}
             export(model.model, directory.model, card, deployment=model.deployment)
-            show(fit_summary(model.test_report, model.deployment, directory, model.hparams.selection_metric,
+            show(fit_summary(evaluation.report, model.deployment, directory, evaluation.selection.measure,
                              len(data.judgments("test"))))
-    return model.test_report
+    return evaluation.report
 
 
 if __name__ == "__main__":

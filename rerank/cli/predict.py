@@ -42,6 +42,7 @@ from ..logs import configure_logging, keep_log
 from ..run_directory import Metrics, RunDirectory
 from ..teacher import teacher_scores
 from ..training.datamodule import RerankDataModule
+from ..training.evaluator import evaluator_of
 from ..training.lightning_module import RerankModule
 from ..training.prediction_writer import RunWriter
 from .arguments import RerankCLI, add_run_option, run_shortcut
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> Metrics:
         if collection.has_qrels:
             split = data.predict_queries
             qrels = collection.qrels if split == "all" else data.judgments(split)
-            metrics = {system: evaluate(runs[system], qrels, model.hparams.metrics).mean
+            metrics = {system: evaluate(runs[system], qrels, evaluator_of(trainer).metrics).mean
                        for system in (deployment.ranker, "reranker", "teacher", "first_stage")
                        if runs[system] is not None}
             directory.write_metrics(metrics, deployment.as_dict())

@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> Metrics:
               tag="teacher")
     metrics: Metrics = {}
     if qrels is not None:
-        measures = cli.config.model.metrics
+        measures = cli.config.evaluation.metrics
         metrics = {"teacher": evaluate(read_run(directory.teacher_run), qrels, measures).mean,
                    "first_stage": evaluate(candidates, qrels, measures).mean}
         directory.write_metrics(metrics)

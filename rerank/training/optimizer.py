@@ -1,4 +1,6 @@
-"""The optimizer of a fit: AdamW (Loshchilov and Hutter, ICLR 2019), with two speed-ups behind ``model.speedups``.
+"""The optimizer of a fit: AdamW (Loshchilov and Hutter, ICLR 2019) with one learning rate for the encoder and one for
+the head, a linear warmup then a linear decay (``model.optimizer``: :class:`OptimizerSettings`), and two speed-ups
+behind ``model.speedups``.
 
 - ``fused_adamw``: PyTorch's fused AdamW kernel (one kernel for every parameter's update, ``fused=True``; on a GPU,
   and on the CPU in recent PyTorch) instead of one loop of operations per parameter tensor.
@@ -14,9 +16,69 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from transformers import get_linear_schedule_with_warmup
+
+from ..checks import check_range
+
+
+@dataclass(frozen=True)
+class OptimizerSettings:
+    """AdamW's settings: ``model.optimizer`` in the YAML.
+
+    Attributes:
+        encoder_lr: the encoder's learning rate.
+        head_lr: the classification head's (and a loss head's own parameters', ``dla``'s, unless it sets its own).
+        weight_decay: AdamW's weight decay, not applied to biases and LayerNorm weights.
+        warmup: a linear warmup, as a fraction of all optimizer steps (< 1) or a number of steps; then a linear decay
+            to 0.
+
+    Raises:
+        ValueError: a learning rate not above 0, or a negative warmup or weight decay, naming it.
+    """
+
+    encoder_lr: float = 2e-5
+    head_lr: float = 1e-3
+    weight_decay: float = 0.01
+    warmup: float = 0.1
+
+    def __post_init__(self) -> None:
+        for name in ("encoder_lr", "head_lr"):
+            check_range(f"model.optimizer.{name}", getattr(self, name), above=0)
+        for name in ("warmup", "weight_decay"):
+            check_range(f"model.optimizer.{name}", getattr(self, name), 0)
+
+
+def param_groups(model: torch.nn.Module, head: Iterable[torch.nn.Parameter], loss_heads: Iterable[Any],
+                 settings: OptimizerSettings) -> list[dict[str, Any]]:
+    """AdamW's parameter groups: ``model``'s trainable parameters at the encoder's learning rate, but those of
+    ``head`` at the head's, with ``settings.weight_decay`` on matrices only (none on biases and LayerNorm weights);
+    then the parameters of each loss head that has some (``dla``'s propensities), at its own ``lr`` or the head's."""
+    in_head = {id(parameter) for parameter in head}
+    groups: dict[tuple[float, float], list[torch.nn.Parameter]] = {}
+    for parameter in model.parameters():
+        if parameter.requires_grad:
+            lr = settings.head_lr if id(parameter) in in_head else settings.encoder_lr
+            decay = settings.weight_decay if parameter.ndim > 1 else 0.0
+            groups.setdefault((lr, decay), []).append(parameter)
+    found = [{"params": params, "lr": lr, "weight_decay": decay} for (lr, decay), params in groups.items()]
+    for loss_head in loss_heads:
+        if any(True for _ in loss_head.parameters()):
+            lr = loss_head.lr if loss_head.lr is not None else settings.head_lr
+            found.append({"params": list(loss_head.parameters()), "lr": lr, "weight_decay": 0.0})
+    return found
+
+
+def linear_schedule(optimizer: torch.optim.Optimizer, settings: OptimizerSettings,
+                    total_steps: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """The learning rates warmed up linearly over ``settings.warmup`` (a fraction of ``total_steps``, or steps),
+    then decayed linearly to 0 at ``total_steps``."""
+    warmup = settings.warmup
+    warmup_steps = round(warmup * total_steps) if warmup < 1 else int(warmup)
+    return get_linear_schedule_with_warmup(optimizer, warmup_steps, max(total_steps, 1))
 
 
 def adamw(param_groups: Iterable[dict[str, Any]], speedups: Sequence[str]) -> torch.optim.Optimizer:

@@ -59,8 +59,6 @@ logger = logging.getLogger(__name__)
 TRAINER_OPTIONS = ("accelerator", "devices", "num_nodes", "strategy", "precision", "accumulate_grad_batches",
                    "gradient_clip_val", "enable_progress_bar", "log_every_n_steps")
 """The Trainer options the stage takes from ``trainer:``."""
-MODEL_OPTIONS_IGNORED = ("metrics", "selection_metric", "interpolate", "interpolation_grid", "deploy")
-"""Model settings that cannot change the stage's weights (evaluation only)."""
 CLICK_OPTIONS = ("click_loss", "click_loss_args")
 """Model settings that change the stage's weights only when one of its sources learns from clicks."""
 QRELS_OPTIONS = ("loss", "loss_args")
@@ -139,7 +137,7 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
     given = as_source_configs(config.train, "pretrain.train")
     sources = [sized_pseudo_queries(source, data.collection, f"pretrain.train[{i}]") for i, source in enumerate(given)]
-    ignored = (MODEL_OPTIONS_IGNORED + (() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
+    ignored = ((() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
                + (() if any(source.targets in ("qrels", "both") for source in sources) else QRELS_OPTIONS))
     model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
     documents = data.collection.documents
