@@ -2,14 +2,14 @@
 
 The public API (everything else is an implementation detail that may move)::
 
-    from rerank import Reranker, RerankModule, RerankDataModule, build, evaluate
+    from rerank import Reranker, RerankModule, RerankDataModule, build_loss, evaluate
 
 - :class:`Reranker`: score and re-rank with a trained (exported) model, from Python.
 - :class:`RerankModule` (``model:`` in configs), :class:`RerankDataModule` (``data:``) and the :class:`Evaluator`
   callback (``evaluation:``): the Lightning pieces that ``rerank fit`` trains and evaluates with, with their
   configuration dataclasses :class:`CollectionConfig`, :class:`FirstStageConfig`, :class:`FoldsConfig`,
   :class:`TokenizationConfig`, :class:`OptimizerSettings` and :class:`SelectionRules`.
-- :data:`LOSSES`, :func:`build`, :class:`RankingLoss`: the loss heads.
+- :data:`LOSSES`, :func:`build_loss`, :class:`RankingLoss`: the loss heads.
 - :func:`evaluate`: trec_eval measures of a run.
 - :class:`CrossEncoderModel`: the scoring model; :class:`RunDirectory`: where ``rerank fit`` writes.
 - :func:`from_config`: the model, data module and Trainer that a command's options configure;
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .data.folds import FoldsConfig
     from .evaluation import evaluate
     from .first_stage.config import FirstStageConfig
-    from .losses import LOSSES, RankingLoss, build
+    from .losses import LOSSES, RankingLoss, build_loss
     from .model.cross_encoder import CrossEncoderModel
     from .model.tokenization import TokenizationConfig
     from .reranker import Reranker
@@ -60,7 +60,7 @@ _WHERE = {
     "SelectionRules": ".selection",
     "LOSSES": ".losses",
     "RankingLoss": ".losses",
-    "build": ".losses",
+    "build_loss": ".losses",
     "Reranker": ".reranker",
     "RunDirectory": ".run_directory",
     "from_config": ".cli.arguments",
@@ -85,7 +85,7 @@ __all__ = [
     "SelectionRules",
     "TokenizationConfig",
     "__version__",
-    "build",
+    "build_loss",
     "evaluate",
     "from_config",
     "resolve_config_path",

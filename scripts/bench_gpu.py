@@ -88,7 +88,7 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer, Bert
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rerank.losses import build  # noqa: E402
+from rerank.losses import build_loss  # noqa: E402
 from rerank.model.cross_encoder import enable_activation_checkpointing  # noqa: E402
 
 PARTS = ("train", "overhead", "inference", "losses", "convergence", "memory", "levers", "trainer", "scale")
@@ -203,7 +203,7 @@ def step_function(model: torch.nn.Module, precision: str, device: str) -> Callab
     dtype = PRECISIONS[precision]
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     scaler = torch.amp.GradScaler(device, enabled=precision == "16-mixed")
-    loss_head = build("listnet")
+    loss_head = build_loss("listnet")
 
     def step(batch: tuple[torch.Tensor, ...]) -> float:
         ids, mask, labels = batch
@@ -539,7 +539,7 @@ def lever_step(model: torch.nn.Module, levers: tuple[str, ...], device: str) -> 
     if "bf16_weights" in levers:
         model.to(torch.bfloat16)
     optimizer = adamw([{"params": list(model.parameters()), "lr": 1e-5}], levers)
-    loss_head = build("listnet")
+    loss_head = build_loss("listnet")
 
     def step(batch: tuple[torch.Tensor, ...]) -> Any:
         ids, mask, labels = batch
@@ -570,7 +570,7 @@ def unpadded_agreement(run: Settings, size: Size) -> dict[str, Any]:
         speedups.enable(model, levers)
         with torch.autocast(run.device, dtype=dtype) if dtype is not None else nullcontext():
             scores = model(input_ids=ids, attention_mask=mask).logits.float().view(labels.shape)
-        build("listnet")(scores, labels).backward()
+        build_loss("listnet")(scores, labels).backward()
         gradient = torch.cat([torch.zeros_like(p).flatten() if p.grad is None else p.grad.float().flatten()
                               for p in model.parameters()])
         outcomes[name] = scores.detach(), gradient

@@ -32,7 +32,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from rerank.losses import LOSSES, build
+from rerank.losses import LOSSES, build_loss
 
 # rerank loss name -> (allRank function name, keyword arguments that give the same loss)
 ALLRANK = {
@@ -75,7 +75,7 @@ def _inputs(queries: int, size: int, device: str, seed: int = 0) -> tuple[torch.
 
 def _callable(implementation: str, name: str, labels: torch.Tensor, mask: torch.Tensor) -> Callable:
     if implementation == "rerank":
-        loss = build(name)
+        loss = build_loss(name)
         return lambda scores: loss(scores, labels, mask)
     function_name, kwargs = ALLRANK[name]
     function = getattr(_allrank_losses(), function_name)

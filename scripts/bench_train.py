@@ -63,7 +63,7 @@ from rerank.data.folds import FoldsConfig
 from rerank.data.trec import write_run
 from rerank.first_stage import FirstStageConfig
 from rerank.first_stage.bm25s_backend import search
-from rerank.losses import build
+from rerank.losses import build_loss
 from rerank.model import speedups
 from rerank.model.cross_encoder import CrossEncoderModel, length_chunks
 from rerank.model.tokenization import TokenizationConfig
@@ -157,7 +157,7 @@ def training_batches(args: argparse.Namespace, output: Path, count: int) -> list
 def forward_backward(model: CrossEncoderModel, batch: TrainingBatch, chunk: int | None) -> None:
     """ListNet on one batch of lists, and its backward pass, as rerank's training step computes them."""
     scores = model.score(batch.inputs, chunk_size=chunk)
-    build("listnet")(scores.view_as(batch.mask), batch.labels, batch.mask).backward()
+    build_loss("listnet")(scores.view_as(batch.mask), batch.labels, batch.mask).backward()
 
 
 def bench_loop(args: argparse.Namespace, output: Path) -> float:
@@ -267,7 +267,7 @@ def one_step_memory(args: argparse.Namespace, size: int, checkpointing: bool) ->
     labels[0, 0] = 1
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     started = time.perf_counter()
-    loss = build("listnet")(model(ids, mask, chunk_size=args.chunk).view(1, size), labels)
+    loss = build_loss("listnet")(model(ids, mask, chunk_size=args.chunk).view(1, size), labels)
     loss.backward()
     optimizer.step()
     seconds = time.perf_counter() - started
@@ -300,7 +300,7 @@ def settings(args: argparse.Namespace) -> dict:
     models = {name: training_model(args, **options) for name, options in SETTINGS.items()}
     optimizers = {name: torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
                   for name, model in models.items()}
-    loss = build("listnet")
+    loss = build_loss("listnet")
     results: dict[str, dict[str, float]] = {}
     for length in args.lengths:
         ids = torch.randint(1000, 20000, (args.list_size, length))

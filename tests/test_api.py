@@ -20,10 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 def test_the_public_api_is_exported() -> None:
     from rerank import Reranker  # noqa: F401 - the issue's own example
 
-    assert {"Reranker", "RerankModule", "RerankDataModule", "LOSSES", "build", "RankingLoss", "evaluate",
+    assert {"Reranker", "RerankModule", "RerankDataModule", "LOSSES", "build_loss", "RankingLoss", "evaluate",
             "CollectionConfig", "FirstStageConfig", "FoldsConfig", "TokenizationConfig"} <= set(rerank.__all__)
     assert all(hasattr(rerank, name) for name in rerank.__all__)
-    assert isinstance(rerank.build("listnet"), rerank.RankingLoss)
+    assert isinstance(rerank.build_loss("listnet"), rerank.RankingLoss)
 
 
 def test_the_rerank_command_lists_its_subcommands_and_runs_them(capsys: pytest.CaptureFixture) -> None:

@@ -10,7 +10,7 @@ import torch
 from helpers import random_lists
 
 from rerank.evaluation import evaluate
-from rerank.losses import LOSSES, build
+from rerank.losses import LOSSES, build_loss
 from rerank.losses.rank_binomial import expected_rank_discounts, rank_binomial, win_probabilities
 from rerank.losses.softndcg import normal_rank_distribution
 
@@ -41,7 +41,7 @@ SHARP = [
 @pytest.mark.parametrize(("name", "kwargs", "measure"), SHARP)
 def test_ndcg_losses_converge_to_trec_eval(name: str, kwargs: dict, measure: str) -> None:
     scores, labels = random_lists(6, 12, grades=4, seed=10, dtype=torch.float64)
-    loss = build(name, **kwargs)(scores, labels)
+    loss = build_loss(name, **kwargs)(scores, labels)
     assert 1.0 - loss.item() == pytest.approx(_trec_eval(scores, labels, measure, "exp2m1"), abs=1e-3)
 
 
@@ -50,7 +50,7 @@ def test_ndcg_losses_converge_to_trec_eval(name: str, kwargs: dict, measure: str
 def test_gain_choices_converge_to_trec_eval(name: str, gain: str) -> None:
     scores, labels = random_lists(6, 12, grades=4, seed=11, dtype=torch.float64)
     sharp = {"alpha": 1e4} if name == "smoothi_ndcg" else {"sigma": 1e-4}
-    loss = build(name, gain=gain, **sharp)(scores, labels)
+    loss = build_loss(name, gain=gain, **sharp)(scores, labels)
     assert 1.0 - loss.item() == pytest.approx(_trec_eval(scores, labels, "ndcg", gain), abs=1e-3)
 
 
@@ -61,7 +61,7 @@ def test_gain_choices_converge_to_trec_eval(name: str, gain: str) -> None:
 )
 def test_smoothi_precision_and_ap_converge_to_trec_eval(name: str, kwargs: dict, measure: str) -> None:
     scores, labels = random_lists(6, 12, grades=3, seed=12, dtype=torch.float64)
-    loss = build(name, alpha=1e4, **kwargs)(scores, labels)
+    loss = build_loss(name, alpha=1e4, **kwargs)(scores, labels)
     assert 1.0 - loss.item() == pytest.approx(_trec_eval(scores, labels, measure), abs=1e-3)
 
 
@@ -101,7 +101,7 @@ def test_lambdarank_gradient_equals_hand_computed_lambdas() -> None:
     scores = torch.tensor([[0.3, 1.2, -0.4, 0.9, 0.0]], dtype=torch.float64, requires_grad=True)
     labels = torch.tensor([[2, 0, 1, 0, 3]])
     sigma, k = 1.5, 3
-    build("lambdarank", sigma=sigma, k=k)(scores, labels).backward()
+    build_loss("lambdarank", sigma=sigma, k=k)(scores, labels).backward()
     s, y = scores[0].tolist(), labels[0].tolist()
     order = sorted(range(5), key=lambda i: -s[i])
     rank = {doc: position + 1 for position, doc in enumerate(order)}
@@ -130,8 +130,8 @@ def test_hinge_and_ranknet_match_their_pair_formulas() -> None:
     pairs = _pairs(y)
     hinge = sum(max(0.0, 0.5 - (s[i] - s[j])) for i, j in pairs) / len(pairs)
     ranknet = sum(math.log1p(math.exp(-2.0 * (s[i] - s[j]))) for i, j in pairs) / len(pairs)
-    assert build("hinge", margin=0.5)(scores, labels).item() == pytest.approx(hinge)
-    assert build("ranknet", sigma=2.0)(scores, labels).item() == pytest.approx(ranknet)
+    assert build_loss("hinge", margin=0.5)(scores, labels).item() == pytest.approx(hinge)
+    assert build_loss("ranknet", sigma=2.0)(scores, labels).item() == pytest.approx(ranknet)
 
 
 def test_listmle_equals_plackett_luce_likelihood() -> None:
@@ -142,7 +142,7 @@ def test_listmle_equals_plackett_luce_likelihood() -> None:
     likelihood = 1.0
     for position, doc in enumerate(ideal):
         likelihood *= math.exp(s[doc]) / sum(math.exp(s[d]) for d in ideal[position:])
-    assert build("listmle")(scores, labels).item() == pytest.approx(-math.log(likelihood))
+    assert build_loss("listmle")(scores, labels).item() == pytest.approx(-math.log(likelihood))
 
 
 def test_listmle_tails_that_underflow_take_the_exact_path() -> None:
@@ -151,7 +151,7 @@ def test_listmle_tails_that_underflow_take_the_exact_path() -> None:
     labels = torch.tensor([[1, 0, 2, 1, 3]])  # the last slot is padding (and would come first if it were real)
     scores = torch.tensor([[*s, 7.0]], requires_grad=True)
     mask = torch.tensor([[True, True, True, True, False]])
-    value = build("listmle")(scores, labels, mask)
+    value = build_loss("listmle")(scores, labels, mask)
     value.backward()
     ideal = [2, 0, 3, 1]  # decreasing label, ties in list order
     expected = sum(math.log(sum(math.exp(s[d] - s[doc]) for d in ideal[r:])) for r, doc in enumerate(ideal))
@@ -165,7 +165,7 @@ def test_listnet_is_top_one_cross_entropy() -> None:
     p_y = [math.exp(v) / sum(math.exp(u) for u in y) for v in y]
     p_s = [math.exp(v) / sum(math.exp(u) for u in s) for v in s]
     expected = -sum(a * math.log(b) for a, b in zip(p_y, p_s))
-    assert build("listnet")(scores, labels).item() == pytest.approx(expected)
+    assert build_loss("listnet")(scores, labels).item() == pytest.approx(expected)
 
 
 def test_lambdaloss_matches_ndcg_loss2pp_by_pairs() -> None:
@@ -181,7 +181,7 @@ def test_lambdaloss_matches_ndcg_loss2pp_by_pairs() -> None:
         delta = abs(inv(gap) - inv(gap + 1))
         weight = (rho + 10 * delta) * abs(2 ** y[i] - 2 ** y[j]) / ideal
         expected -= weight * math.log2(1 / (1 + math.exp(-(s[i] - s[j]))))
-    assert build("lambdaloss")(scores, labels).item() == pytest.approx(expected)
+    assert build_loss("lambdaloss")(scores, labels).item() == pytest.approx(expected)
 
 
 def test_pointwise_losses_match_their_formulas() -> None:
@@ -189,8 +189,8 @@ def test_pointwise_losses_match_their_formulas() -> None:
     s, y = scores[0].tolist(), labels[0].tolist()
     bce = sum(math.log1p(math.exp(-v)) if t > 0 else math.log1p(math.exp(v)) for v, t in zip(s, y)) / 5
     mse = sum((v - t) ** 2 for v, t in zip(s, y)) / 5
-    assert build("pointwise_bce")(scores, labels).item() == pytest.approx(bce)
-    assert build("pointwise_mse")(scores, labels).item() == pytest.approx(mse)
+    assert build_loss("pointwise_bce")(scores, labels).item() == pytest.approx(bce)
+    assert build_loss("pointwise_mse")(scores, labels).item() == pytest.approx(mse)
 
 
 PAIR_BASED = ["lambdarank", "lambdaloss", "hinge", "ranknet", "pointwise_bce"]
@@ -209,7 +209,7 @@ def test_pairwise_losses_never_push_a_top_grade_candidate_down(name: str) -> Non
     for seed in range(50):
         scores, labels = random_lists(1, 8, grades=4, seed=seed, dtype=torch.float64)
         scores.requires_grad_()
-        (grad,) = torch.autograd.grad(build(name)(scores, labels), scores)
+        (grad,) = torch.autograd.grad(build_loss(name)(scores, labels), scores)
         assert (grad[labels == labels.max()] <= 1e-12).all()
 
 
@@ -220,7 +220,7 @@ def test_raising_a_top_grade_candidate_never_raises_a_metric_loss(name: str) -> 
     Evaluated midway between the other candidates' scores, where the sharp approximation is tight; between
     those points the smooth approximations are not monotone in general (see docs/losses.md).
     """
-    loss = build(name, **METRIC_APPROXIMATIONS[name])
+    loss = build_loss(name, **METRIC_APPROXIMATIONS[name])
     for seed in range(20):
         scores, labels = random_lists(1, 7, grades=4, seed=seed, dtype=torch.float64)
         top = int(labels[0].argmax())
@@ -242,38 +242,38 @@ def test_registry_names_and_errors() -> None:
         "distill_listnet", "distill_ranknet", "margin_mse", "click_softmax", "click_bce", "dla",
     }
     with pytest.raises(ValueError, match="unknown loss 'smoothy'.*smoothi_ndcg"):
-        build("smoothy")
+        build_loss("smoothy")
     with pytest.raises(ValueError, match="no parameter beta.*alpha, delta"):
-        build("smoothi_ndcg", beta=1.0)
+        build_loss("smoothi_ndcg", beta=1.0)
     for delta in (0.0, 0.5, -0.1):
         with pytest.raises(ValueError, match=r"delta must be in \(0, 0.5\)"):
-            build("smoothi_ndcg", delta=delta)
+            build_loss("smoothi_ndcg", delta=delta)
     with pytest.raises(ValueError, match="gain must be one of"):
-        build("softndcg", gain="cubic")
+        build_loss("softndcg", gain="cubic")
     with pytest.raises(ValueError, match="k must be a positive integer"):
-        build("lambdarank", k=0)
+        build_loss("lambdarank", k=0)
 
 
 def test_bad_shapes_and_labels_are_rejected() -> None:
-    loss = build("listnet")
+    loss = build_loss("listnet")
     with pytest.raises(ValueError, match="labels shape"):
         loss(torch.zeros(2, 3), torch.zeros(2, 4))
     with pytest.raises(ValueError, match="labels must be >= 0"):
         loss(torch.zeros(1, 3), torch.tensor([[1, -1, 0]]))
     with pytest.raises(ValueError, match="labels must be finite"):
-        build("distill_listnet")(torch.zeros(1, 3), torch.tensor([[0.3, float("nan"), 0.1]]))
+        build_loss("distill_listnet")(torch.zeros(1, 3), torch.tensor([[0.3, float("nan"), 0.1]]))
 
 
 def test_a_loss_class_is_named_by_its_import_path() -> None:
-    loss = build({"class_path": "rerank.losses.RankNet", "init_args": {"sigma": 2.0}})
+    loss = build_loss({"class_path": "rerank.losses.RankNet", "init_args": {"sigma": 2.0}})
     assert type(loss).__name__ == "RankNet" and loss.sigma == 2.0
-    assert build({"class_path": "rerank.losses.hinge.PairwiseHinge"}, margin=0.5).margin == 0.5
+    assert build_loss({"class_path": "rerank.losses.hinge.PairwiseHinge"}, margin=0.5).margin == 0.5
     with pytest.raises(ValueError, match="'torch.nn.MSELoss' is not a rerank.losses.RankingLoss subclass"):
-        build({"class_path": "torch.nn.MSELoss"})
+        build_loss({"class_path": "torch.nn.MSELoss"})
     with pytest.raises(ValueError, match="'nope.Loss' cannot be imported"):
-        build({"class_path": "nope.Loss"})
+        build_loss({"class_path": "nope.Loss"})
     with pytest.raises(ValueError, match="loss 'rerank.losses.RankNet' has no parameter alpha"):
-        build({"class_path": "rerank.losses.RankNet", "init_args": {"alpha": 1}})
+        build_loss({"class_path": "rerank.losses.RankNet", "init_args": {"alpha": 1}})
 
 
 TEACHER = [[0.61, -0.35, 0.42, 0.20, 0.42]]
@@ -286,7 +286,7 @@ def test_distill_listnet_is_cross_entropy_to_the_tempered_teacher_distribution()
     targets = [value / sum(targets) for value in targets]
     norm = math.log(sum(math.exp(s) for s in scores[0].tolist()))
     expected = -sum(p * (s - norm) for p, s in zip(targets, scores[0].tolist()))
-    value = build("distill_listnet", temperature=temperature)(scores, torch.tensor(TEACHER, dtype=torch.float64))
+    value = build_loss("distill_listnet", temperature=temperature)(scores, torch.tensor(TEACHER, dtype=torch.float64))
     assert value.item() == pytest.approx(expected, rel=1e-9)
 
 
@@ -297,12 +297,12 @@ def test_click_softmax_weighs_each_candidate_s_log_probability_by_its_clicks() -
     norm = math.log(sum(math.exp(s) for s in scores[0][:4]))
     expected = -sum(w * (s - norm) for w, s in zip(weights[0][:4], scores[0][:4]))
     tensor = torch.tensor(scores, dtype=torch.float64, requires_grad=True)
-    value = build("click_softmax")(tensor, torch.tensor(weights, dtype=torch.float64), mask)
+    value = build_loss("click_softmax")(tensor, torch.tensor(weights, dtype=torch.float64), mask)
     assert value.item() == pytest.approx(expected, rel=1e-9)  # the mean over the one list with clicks
     value.backward()
     assert tensor.grad[0, 4] == 0 and not tensor.grad[1].any()
     with pytest.raises(ValueError, match="click weights must be >= 0"):
-        build("click_softmax")(torch.zeros(1, 3), torch.tensor([[1.0, -1.0, 0.0]]))
+        build_loss("click_softmax")(torch.zeros(1, 3), torch.tensor([[1.0, -1.0, 0.0]]))
 
 
 def test_click_bce_is_the_log_loss_against_each_click_target() -> None:
@@ -311,7 +311,7 @@ def test_click_bce_is_the_log_loss_against_each_click_target() -> None:
     sigmoid = [1 / (1 + math.exp(-s)) for s in scores[0]]
     expected = -sum(w * math.log(p) + (1 - w) * math.log(1 - p) for w, p in zip(targets[0], sigmoid)) / 4
     tensor = torch.tensor(scores, dtype=torch.float64, requires_grad=True)
-    value = build("click_bce")(tensor, torch.tensor(targets, dtype=torch.float64))
+    value = build_loss("click_bce")(tensor, torch.tensor(targets, dtype=torch.float64))
     assert value.item() == pytest.approx(expected, rel=1e-9)
     value.backward()  # d/ds_j = (sigma(s_j) - w_j) / n: bounded however large the target
     assert tensor.grad[0].tolist() == pytest.approx([(p - w) / 4 for p, w in zip(sigmoid, targets[0])], rel=1e-9)
@@ -319,7 +319,7 @@ def test_click_bce_is_the_log_loss_against_each_click_target() -> None:
 
 
 def test_dla_is_ips_with_its_propensities_plus_their_own_inverse_relevance_loss() -> None:
-    head = build("dla", ranks=5, clip=0.05).double()
+    head = build_loss("dla", ranks=5, clip=0.05).double()
     with torch.no_grad():
         head.logits.copy_(torch.tensor([0.0, -1.0, -1.5, -2.0, -4.0]))  # theta_k / theta_1 = exp(phi_k - phi_1)
     scores = torch.tensor([[1.0, 0.2, 0.5, -0.3]], dtype=torch.float64, requires_grad=True)
@@ -336,7 +336,7 @@ def test_dla_is_ips_with_its_propensities_plus_their_own_inverse_relevance_loss(
     assert value.item() == pytest.approx(expected, rel=1e-9)
     value.backward()  # the ranker's gradient is that of the click softmax over the IPS targets c_j * ipw_j
     reference = scores.detach().clone().requires_grad_()
-    build("click_softmax")(reference, clicks * torch.tensor([ipw], dtype=torch.float64)).backward()
+    build_loss("click_softmax")(reference, clicks * torch.tensor([ipw], dtype=torch.float64)).backward()
     torch.testing.assert_close(scores.grad, reference.grad)
     # beside a list of another source in the batch (a teacher's: no clicks, ranks 0), the same loss and gradient
     mixed = torch.cat([scores.detach(), torch.tensor([[0.4, -2.0, 1.0, 0.0]], dtype=torch.float64)]).requires_grad_()
@@ -359,7 +359,7 @@ def test_dla_learns_the_position_bias_of_position_based_clicks() -> None:
     relevance = torch.rand(64, 10, generator=generator) * 0.9 + 0.05  # 64 pages, documents shown at ranks 1..10
     theta = 1 / torch.arange(1, 11, dtype=torch.float32) ** 2
     clicks, ranks = theta * relevance, torch.arange(1, 11).expand(64, 10)
-    head = build("dla", ranks=10)
+    head = build_loss("dla", ranks=10)
     optimizer = torch.optim.Adam(head.parameters(), lr=head.lr)
     for _ in range(500):
         optimizer.zero_grad()
@@ -377,8 +377,8 @@ def test_distill_ranknet_follows_the_teachers_order_and_margin_mse_its_margins()
     margins = sum(((scores[i] - scores[j]) - 3.0 * (TEACHER[0][i] - TEACHER[0][j])) ** 2
                   for i, j in pairs) / len(pairs)
     tensor = torch.tensor([scores], dtype=torch.float64)
-    assert build("distill_ranknet")(tensor, teacher).item() == pytest.approx(ranknet, rel=1e-9)
-    assert build("margin_mse", scale=3.0)(tensor, teacher).item() == pytest.approx(margins, rel=1e-9)
+    assert build_loss("distill_ranknet")(tensor, teacher).item() == pytest.approx(ranknet, rel=1e-9)
+    assert build_loss("margin_mse", scale=3.0)(tensor, teacher).item() == pytest.approx(margins, rel=1e-9)
 
 
 @pytest.mark.parametrize("ranks", [9, 4])

@@ -6,18 +6,18 @@ import pytest
 import torch
 from helpers import random_lists
 
-from rerank.losses import LOSSES, build
+from rerank.losses import LOSSES, build_loss
 
 NAMES = sorted(LOSSES)
 
 
 def _apply(name: str, scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None,
            **kwargs: object) -> torch.Tensor:
-    """``build(name)(scores, labels, mask)``; a head that needs ranks (dla) gets the real slots' order, 1, 2, ..."""
-    if not build(name).needs_ranks:
-        return build(name, **kwargs)(scores, labels, mask)
+    """``build_loss(name)(scores, labels, mask)``; a head that needs ranks (dla) gets the real slots' order, 1, 2..."""
+    if not build_loss(name).needs_ranks:
+        return build_loss(name, **kwargs)(scores, labels, mask)
     ranks = (torch.ones_like(labels, dtype=torch.bool) if mask is None else mask).long().cumsum(-1)
-    return build(name, ranks=max(int(ranks.max()), 2), **kwargs)(scores, labels, mask, ranks=ranks)
+    return build_loss(name, ranks=max(int(ranks.max()), 2), **kwargs)(scores, labels, mask, ranks=ranks)
 
 
 def _loss_and_grad(name: str, scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor | None = None):
@@ -115,6 +115,6 @@ def test_gradcheck_float64(name: str) -> None:
 
 def test_mean_is_over_contributing_queries() -> None:
     scores, labels = random_lists(3, 5, seed=6)
-    loss = build("ranknet")
+    loss = build_loss("ranknet")
     per_query = [loss(scores[i : i + 1], labels[i : i + 1]) for i in range(3)]
     assert loss(scores, labels).item() == pytest.approx(sum(v.item() for v in per_query) / 3, rel=1e-6)

@@ -1,11 +1,11 @@
 """Loss heads: each maps a query's candidate scores ``[Q, N]`` and labels ``[Q, N]`` to a scalar loss.
 
 Call every loss as ``loss(scores, labels, mask=None)`` (see :mod:`rerank.losses.base` for the rules they keep)
-and build one by name with :func:`build`, or name your own :class:`RankingLoss` subclass by its import path::
+and build one by name with :func:`build_loss`, or name your own :class:`RankingLoss` subclass by its import path::
 
-    >>> from rerank.losses import build
-    >>> loss = build("smoothi_ndcg", alpha=1.0, delta=0.1)
-    >>> loss = build({"class_path": "rerank.losses.RankNet", "init_args": {"sigma": 2.0}})
+    >>> from rerank.losses import build_loss
+    >>> loss = build_loss("smoothi_ndcg", alpha=1.0, delta=0.1)
+    >>> loss = build_loss({"class_path": "rerank.losses.RankNet", "init_args": {"sigma": 2.0}})
 
 In a config: ``model.loss: smoothi_ndcg`` with ``model.loss_args: {alpha: 1.0}``, or
 ``model.loss: {class_path: my_pkg.MyLoss, init_args: {...}}`` (importing ``my_pkg`` runs its code, as any
@@ -65,7 +65,7 @@ LOSSES: dict[str, type[RankingLoss]] = {
 relevance. ``dla`` also takes the ranks the documents were shown at (``RankingLoss.needs_ranks``)."""
 
 
-def build(name: str | Mapping[str, Any], **kwargs: object) -> RankingLoss:
+def build_loss(name: str | Mapping[str, Any], **kwargs: object) -> RankingLoss:
     """Build the loss registered as ``name``, or the class of ``{"class_path": ..., "init_args": {...}}``, with
     its parameters (``kwargs`` add to ``init_args``).
 
@@ -118,5 +118,5 @@ __all__ = [
     "LOSSES", "ApproxNDCG", "ClickBCE", "ClickSoftmax", "DistillListNet", "DistillRankNet", "DualLearning",
     "LambdaLoss", "LambdaRank",
     "ListMLE", "ListNet", "MarginMSE", "NeuralNDCG", "PairwiseHinge", "PointwiseBCE", "PointwiseMSE", "RankNet",
-    "RankingLoss", "SmoothIAP", "SmoothINDCG", "SmoothIPrecision", "SoftNDCG", "build", "loss_class",
+    "RankingLoss", "SmoothIAP", "SmoothINDCG", "SmoothIPrecision", "SoftNDCG", "build_loss", "loss_class",
 ]

@@ -44,8 +44,7 @@ from torch import Tensor
 from ..checks import check_range
 from ..data.trec import Run
 from ..deployment import Deployment
-from ..losses import RankingLoss
-from ..losses import build as build_loss
+from ..losses import RankingLoss, build_loss
 from ..model import speedups as speedups_module
 from ..model.cross_encoder import CrossEncoderModel
 from ..model.tokenization import TokenizationConfig
