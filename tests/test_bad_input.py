@@ -102,6 +102,10 @@ ROWS = [
     ("gradient accumulation 0", "fit", ["--trainer.accumulate_grad_batches", "0"], "accumulate_grad_batches"),
     ("a source weight of 0", "fit", ["--data.train", '[{"weight": 0}]'], "data.train[0]: weight must be > 0"),
     ("an unknown loss", "fit", ["--model.loss", "smoothi"], "unknown loss 'smoothi'"),
+    ("a selection measure not reported", "fit", ["--evaluation.metrics", "[MAP]"],
+     "evaluation.selection.measure 'nDCG@20' must be one of evaluation.metrics ['MAP']"),
+    ("a fusion deployed unmeasured", "fit", ["--evaluation.selection.deploy", "fused"],
+     "evaluation.selection.deploy fused is a fusion, measured only with evaluation.selection.interpolate: true"),
     ("an option misplaced", "bm25", ["--data.depth", "5"], "unknown option 'data.depth'"),
     ("an unknown option", "bm25", ["--data.first_stage.depht", "5"], "depht"),
 ]
