@@ -100,6 +100,22 @@ def cranfield_workdir(folder: Path, dropout: float = 0.1) -> Path:
     return folder
 
 
+def tiny_cv_config(workdir: Path, teacher: Path | None = None) -> dict:
+    """A 3-fold cross-validation config of ``workdir``'s tiny BERT on Cranfield (:func:`cranfield_workdir`): BM25's
+    top 10 re-ranked in lists of 4, one epoch of 2 steps a fold. With ``teacher`` (a run), the training folds learn
+    from its scores beside their qrels."""
+    config = {"model": {"model_name": str(workdir / "bert"), "loss": "listnet",
+                        "tokenization": {"max_length": 48, "max_query_length": 16}},
+              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
+                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
+                       "batch_size": 2},
+              "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
+                          "num_sanity_val_steps": 0}}
+    if teacher is not None:
+        config["data"]["train"] = [{"queries": "train", "targets": "both", "teacher": {"run": str(teacher)}}]
+    return config
+
+
 def tiny_bi_encoder(folder: Path) -> Path:
     """A sentence-transformers bi-encoder (mean pooling, normalised) around a tiny random BERT."""
     from sentence_transformers import SentenceTransformer

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_cv_config
 from scipy import stats
 
 from rerank.cli import compare, cv
@@ -33,15 +33,8 @@ def cv_dir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     folder = cranfield_workdir(tmp_path_factory.mktemp("cv"))
     bm25 = read_run(folder / "bm25.run")  # a teacher that ranks the candidates backwards, for the fused run
     write_run({qid: {doc: -score for doc, score in docs.items()} for qid, docs in bm25.items()}, folder / "teacher.run")
-    config = {"model": {"model_name": str(folder / "bert"), "loss": "listnet",
-                        "tokenization": {"max_length": 48, "max_query_length": 16}},
-              "evaluation": {"metrics": list(MEASURES), "selection": {"measure": "nDCG@10", "interpolate": True}},
-              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
-                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
-                       "batch_size": 2, "train": [{"queries": "train", "targets": "both",
-                                                   "teacher": {"run": str(folder / "teacher.run")}}]},
-              "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
-                          "num_sanity_val_steps": 0}}
+    config = tiny_cv_config(folder, teacher=folder / "teacher.run")
+    config["evaluation"] = {"metrics": list(MEASURES), "selection": {"measure": "nDCG@10", "interpolate": True}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     cv.main(["--config", str(folder / "config.yaml"), "--output_dir", str(folder / "listnet"), "--folds", "1,2"])
     return folder / "listnet", folder / "config.yaml"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import CRANFIELD, MINILM_VOCAB, REPO, SHARED, cranfield_workdir
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, SHARED, cranfield_workdir, tiny_cv_config
 from test_training import fit_config
 
 TEST_ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
@@ -146,14 +146,7 @@ def test_a_second_fit_on_the_same_run_directory_refuses(tmp_path: Path) -> None:
 def cv_config(tmp_path: Path) -> Path:
     """Two folds of a 3-fold cross-validation of a tiny BERT, 2 steps each, last.ckpt at every step."""
     workdir = cranfield_workdir(tmp_path / "work")
-    config = {"model": {"model_name": str(workdir / "bert"), "loss": "listnet",
-                        "tokenization": {"max_length": 48, "max_query_length": 12}},
-              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(workdir / "bm25.run")},
-                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
-                       "batch_size": 2},
-              "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
-                          "num_sanity_val_steps": 0},
-              "last_checkpoint": {"every_n_train_steps": 1}}
+    config = tiny_cv_config(workdir) | {"last_checkpoint": {"every_n_train_steps": 1}}
     (tmp_path / "cv.yaml").write_text(json.dumps(config))
     return tmp_path / "cv.yaml"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, load_script, tiny_bert
+from helpers import MINILM_VOCAB, REPO, cranfield_workdir, load_script, tiny_bert, tiny_cv_config
 from scipy import stats
 
 from rerank.data.trec import read_run, restrict
@@ -55,14 +55,8 @@ def test_each_head_lowers_the_recipes_two_term_loss(head: str, tmp_path: Path) -
 @pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
 def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp_path: Path) -> None:
     folder = cranfield_workdir(tmp_path / "work")
-    config = {"model": {"model_name": str(folder / "bert"), "tokenization": {"max_length": 48, "max_query_length": 16}},
-              "evaluation": {"selection": {"measure": "nDCG@10", "interpolate": True}},
-              "data": {"collection": CRANFIELD, "first_stage": {"backend": "run", "run": str(folder / "bm25.run")},
-                       "folds": {"scheme": "kfold", "count": 3, "seed": 7}, "rerank_depth": 10, "list_size": 4,
-                       "batch_size": 2, "train": [{"queries": "train", "targets": "both",
-                                                   "teacher": {"run": str(folder / "bm25.run")}}]},
-              "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "logger": False,
-                          "num_sanity_val_steps": 0}}
+    config = tiny_cv_config(folder, teacher=folder / "bm25.run")
+    config["evaluation"] = {"selection": {"measure": "nDCG@10", "interpolate": True}}
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     out = tmp_path / "study"
     arguments = ["--out", str(out), "--heads", "listnet", "hinge", "--", "--config", str(folder / "config.yaml"),
