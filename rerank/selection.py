@@ -11,7 +11,9 @@ candidates and, with a teacher, the teacher's, :func:`select`
    (:mod:`rerank.interpolation`);
 3. deploys by the rule of :mod:`rerank.deployment`: :func:`~rerank.deployment.choose` among the deployable rankers
    (``fused`` only with a teacher that scores new queries), then, under ``deploy: auto`` with ``fused`` deployable,
-   the teacher alone unless the chosen ranker :func:`~rerank.deployment.beats_teacher` on these queries.
+   the teacher alone unless the chosen ranker :func:`~rerank.deployment.beats_teacher` on these queries
+   (``check: one_se``), or unless the search, cross-fitted over :data:`CROSS_FIT_PARTS` parts of these queries,
+   beats it on the parts it did not choose on (``check: cross_fit``: :func:`cross_fitted`).
 
 Everything it returns is a function of its arguments: the same runs give the same deployment to the last digit,
 in a fit or out of one.
@@ -19,6 +21,7 @@ in a fit or out of one.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -40,6 +43,10 @@ from .teacher import TeacherConfig
 
 FUSED = PARTS["fused"]
 """The runs that ``fused`` mixes, in the order of its weights."""
+CHECKS = ("one_se", "cross_fit")
+"""How ``deploy: auto`` checks its choice against the teacher alone (:class:`SelectionRules`)."""
+CROSS_FIT_PARTS = 5
+"""The parts of the validation queries that ``check: cross_fit`` holds out in turn."""
 
 
 @dataclass(frozen=True)
@@ -53,17 +60,23 @@ class SelectionRules:
         grid: the weights ``w`` tried for ``interpolated``.
         deploy: ``auto`` (the rule) or the ranker to deploy whatever validation says: ``reranker``,
             ``interpolated`` or ``fused`` (the fusions need ``interpolate: true``; ``fused`` a bi-encoder teacher).
+        check: how ``auto`` keeps its choice over the teacher alone: ``one_se``, the choice beats it by one standard
+            error on the queries it was chosen on; ``cross_fit``, the search beats it on queries it did not see
+            (:func:`cross_fitted`).
 
     Raises:
-        ValueError: ``deploy`` unknown, or a fusion without ``interpolate``.
+        ValueError: ``deploy`` or ``check`` unknown, or a fusion without ``interpolate``.
     """
 
     measure: str = "nDCG@20"
     interpolate: bool = False
     grid: Sequence[float] = DEFAULT_GRID
     deploy: str = "auto"
+    check: str = "one_se"
 
     def __post_init__(self) -> None:
+        if self.check not in CHECKS:
+            raise ValueError(f"evaluation.selection.check must be one of {', '.join(CHECKS)}; got {self.check!r}")
         if self.deploy not in ("auto", *RANKERS):
             raise ValueError(f"evaluation.selection.deploy must be auto or one of {', '.join(RANKERS)}; "
                              f"got {self.deploy!r}")
@@ -95,17 +108,32 @@ class Selection:
     deployment: Deployment = field(default_factory=Deployment)
 
 
-def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selection:
-    """The deployed ranker and the weights chosen on ``runs`` against ``qrels`` by ``rules`` (module docstring).
+@dataclass(frozen=True)
+class Search:
+    """Every ranker measured on some queries and the best weights of each fusion (:func:`search`): the figures,
+    the weights of each deployable ranker, and the fusion left out (with why) when its teacher cannot be deployed."""
 
-    Raises:
-        ValueError: ``rules.deploy`` names a ranker that cannot be deployed here, saying why.
-    """
+    figures: dict[str, float]
+    interpolation_weight: float | None
+    fusion_weights: tuple[float, ...] | None
+    candidates: dict[str, float]
+    excluded: dict[str, str]
+
+    def weights(self, ranker: str) -> dict[str, float]:
+        """What ``ranker`` weighs, as :class:`~rerank.deployment.Deployment` holds it."""
+        return {"reranker": {"reranker": 1.0},
+                "interpolated": {"reranker": self.interpolation_weight,
+                                 "first_stage": 1 - (self.interpolation_weight or 0.0)},
+                "fused": dict(zip(FUSED, self.fusion_weights or ()))}[ranker]
+
+
+def search(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Search:
+    """Steps 1 and 2 of the module docstring on the queries of ``qrels``: each ranker's figure, and with
+    ``interpolate`` the best weights of each fusion."""
     measure = rules.measure
-    measured = {name: evaluate(run, qrels, [measure]) for name, run in
-                (("reranker", runs.reranker), ("first_stage", runs.first_stage), ("teacher", runs.teacher))
-                if run is not None}
-    figure = {name: evaluation.mean[measure] for name, evaluation in measured.items()}
+    figure = {name: evaluate(run, qrels, [measure]).mean[measure] for name, run in
+              (("reranker", runs.reranker), ("first_stage", runs.first_stage), ("teacher", runs.teacher))
+              if run is not None}
     interpolation_weight = fusion_weights = None
     if rules.interpolate:
         interpolation_weight, figure["interpolated"] = best_weight(runs.reranker, runs.first_stage, qrels, measure,
@@ -113,9 +141,6 @@ def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selecti
         if runs.teacher is not None:
             fusion_weights, figure["fused"] = best_weights([runs.reranker, runs.teacher, runs.first_stage], qrels,
                                                            measure)
-    weights = {"reranker": {"reranker": 1.0},
-               "interpolated": {"reranker": interpolation_weight, "first_stage": 1 - (interpolation_weight or 0.0)},
-               "fused": dict(zip(FUSED, fusion_weights or ()))}
     candidates = {ranker: figure[ranker] for ranker in ("reranker", "interpolated") if ranker in figure}
     excluded = {}
     if "fused" in figure:
@@ -124,23 +149,60 @@ def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selecti
             candidates["fused"] = figure["fused"]
         else:
             excluded["fused"] = why
+    return Search(figure, interpolation_weight, fusion_weights, candidates, excluded)
+
+
+def cross_fitted(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> list[float]:
+    """The search's out-of-sample values, in query-id order: the queries of ``qrels`` shuffled (seeded) and dealt
+    into :data:`CROSS_FIT_PARTS` parts (one query a part when fewer), each part measured on what :func:`search` and
+    :func:`~rerank.deployment.choose` pick on the other parts."""
+    order = sorted(qrels)
+    random.Random(0).shuffle(order)
+    parts = min(CROSS_FIT_PARTS, len(order))
+    values: dict[str, float] = {}
+    for k in range(parts):
+        held_out = {qid: qrels[qid] for qid in order[k::parts]}
+        found = search(runs, {qid: judged for qid, judged in qrels.items() if qid not in held_out}, rules)
+        ranker = choose(found.candidates)
+        teacher = runs.teacher_config if ranker == "fused" else None
+        combined = Deployment(ranker, found.weights(ranker), teacher).combine(runs.reranker, runs.first_stage,
+                                                                              runs.teacher)
+        values |= {qid: value[rules.measure]
+                   for qid, value in evaluate(combined, held_out, [rules.measure]).per_query.items()}
+    return [values[qid] for qid in sorted(values)]
+
+
+def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selection:
+    """The deployed ranker and the weights chosen on ``runs`` against ``qrels`` by ``rules`` (module docstring).
+
+    Raises:
+        ValueError: ``rules.deploy`` names a ranker that cannot be deployed here, saying why.
+    """
+    measure = rules.measure
+    found = search(runs, qrels, rules)
+    figure, fusion_weights, candidates = dict(found.figures), found.fusion_weights, found.candidates
+    weights = {ranker: found.weights(ranker) for ranker in RANKERS}
     ranker = choose(candidates) if rules.deploy == "auto" else rules.deploy
     if ranker not in candidates:
-        raise ValueError(f"evaluation.selection.deploy {ranker}: {excluded.get(ranker, 'it was not measured')}")
+        raise ValueError(f"evaluation.selection.deploy {ranker}: {found.excluded.get(ranker, 'it was not measured')}")
     fineness = None
-    if "teacher" in measured:
-        fineness = resolution(measured["reranker"].values(measure), measured["teacher"].values(measure))
+    if runs.teacher is not None:
+        fineness = resolution(*(evaluate(run, qrels, [measure]).values(measure) for run in (runs.reranker,
+                                                                                             runs.teacher)))
     if rules.deploy == "auto" and "fused" in candidates:
         parts = runs.reranker, runs.first_stage, runs.teacher
-        chosen = Deployment(ranker, weights[ranker], runs.teacher_config if ranker == "fused" else None)
-        alone = Deployment("fused", dict(TEACHER_ALONE), runs.teacher_config)
-        ours, teachers = (evaluate(deployment.combine(*parts), qrels, [measure]) for deployment in (chosen, alone))
-        if not beats_teacher(ours.values(measure), teachers.values(measure)):
+        alone = evaluate(Deployment("fused", dict(TEACHER_ALONE), runs.teacher_config).combine(*parts), qrels,
+                         [measure])
+        if rules.check == "cross_fit":
+            ours = cross_fitted(runs, qrels, rules)
+        else:
+            chosen = Deployment(ranker, weights[ranker], runs.teacher_config if ranker == "fused" else None)
+            ours = evaluate(chosen.combine(*parts), qrels, [measure]).values(measure)
+        if not beats_teacher(ours, alone.values(measure)):
             ranker, fusion_weights = "fused", tuple(TEACHER_ALONE[name] for name in FUSED)
-            weights["fused"], figure["fused"] = dict(TEACHER_ALONE), teachers.mean[measure]
+            weights["fused"], figure["fused"] = dict(TEACHER_ALONE), alone.mean[measure]
     teacher = runs.teacher_config if ranker == "fused" else None
     deployment = Deployment(ranker=ranker, weights=weights[ranker], teacher=portable(teacher) if teacher else None,
-                            measure=measure, validation=dict(figure), excluded=excluded,
+                            measure=measure, validation=dict(figure), excluded=found.excluded,
                             queries=len(qrels), resolution=fineness)
-    return Selection(figure, interpolation_weight, fusion_weights, deployment)
-
+    return Selection(figure, found.interpolation_weight, fusion_weights, deployment)

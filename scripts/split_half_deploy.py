@@ -12,6 +12,8 @@ choice if it :func:`~rerank.deployment.beats_teacher` alone, else the teacher al
 on the half's queries. With ``--pooled``, ``pooled`` is ``anchored`` on the half's queries together with the other
 folds' whole validation folds (each scored by the fit that validated on it), but the one that is this fold's test
 fold: what :func:`rerank.selection.select` would choose under ``rerank cv`` from every fit's validation runs.
+With ``--cross-fit``, ``cross_fit`` is ``anchored`` with ``check: cross_fit`` (the search's choice kept only if,
+cross-fitted over parts of the half, it beats the teacher alone on the parts it did not choose on).
 The script first rebuilds each fold's deployment by the rule its fit used, and stops unless it is the fit's to the
 last digit.
 
@@ -90,13 +92,15 @@ def candidates(parts: Sequence[Run], qrels: Qrels, measure: str, queries: Sequen
 
 class FitRule:
     """The fits' rule on a fold's validation runs: :func:`rerank.selection.select` on the queries at ``rows``, and
-    on every query of ``always`` (other folds' validation queries, their runs in ``parts``)."""
+    on every query of ``always`` (other folds' validation queries, their runs in ``parts``), its choice checked
+    against the teacher by ``check``."""
 
     def __init__(self, parts: Sequence[Run], qrels: Qrels, queries: Sequence[str], measure: str,
-                 teacher: TeacherConfig | None, always: Sequence[str] = ()) -> None:
+                 teacher: TeacherConfig | None, always: Sequence[str] = (), check: str = "one_se") -> None:
         reranker, teacher_run, first_stage = parts
         self.runs = ValidationRuns(reranker, first_stage, teacher_run, teacher)
-        self.qrels, self.queries, self.rules = qrels, queries, SelectionRules(measure, interpolate=True)
+        self.qrels, self.queries = qrels, queries
+        self.rules = SelectionRules(measure, interpolate=True, check=check)
         self.always = {qid: qrels[qid] for qid in always}
 
     def __call__(self, rows: np.ndarray) -> Choice:
@@ -173,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--measure", default="nDCG@10")
     parser.add_argument("--halvings", type=int, default=20)
     parser.add_argument("--pooled", action="store_true", help="also the rule on the other folds' validation too")
+    parser.add_argument("--cross-fit", action="store_true",
+                        help="also the rule with check: cross_fit (the check cross-fitted on the queries)")
     parser.add_argument("--test", action="store_true", help="also read the test folds under each rule")
     args = parser.parse_args(argv)
     teacher = read_run(args.teacher or args.folder / "test.teacher.run")
@@ -184,11 +190,13 @@ def main(argv: Sequence[str] | None = None) -> None:
                                       "data.collection")
     qrels = read_qrels(args.qrels) if args.qrels else Collection(collection).qrels
     folds = [read_fold(path, qrels, teacher, args.measure) for path in paths]
-    rules = [*RULES, *(["pooled"] if args.pooled else [])]
+    rules = [*RULES, *(["pooled"] if args.pooled else []), *(["cross_fit"] if args.cross_fit else [])]
     estimates: dict[str, list[float]] = {rule: [] for rule in rules}
     test: dict[str, dict[str, float]] = {rule: {} for rule in ("teacher", *rules)}
     for fold in folds:
         fits = {"anchored": fold.fit} | ({"pooled": pooled(fold, folds, qrels, args.measure)} if args.pooled else {})
+        if args.cross_fit:
+            fits["cross_fit"] = FitRule(fold.parts, qrels, fold.queries, args.measure, fold.teacher, check="cross_fit")
         fold_estimates, fold_test = fold_figures(fold, fits, args.halvings)
         for rule, value in fold_estimates.items():
             estimates[rule].append(value)

@@ -106,6 +106,8 @@ ROWS = [
      "evaluation.selection.measure 'nDCG@20' must be one of evaluation.metrics ['MAP']"),
     ("a fusion deployed unmeasured", "fit", ["--evaluation.selection.deploy", "fused"],
      "evaluation.selection.deploy fused is a fusion, measured only with evaluation.selection.interpolate: true"),
+    ("an unknown check of the deployed ranker", "fit", ["--evaluation.selection.check", "two_se"],
+     "evaluation.selection.check must be one of one_se, cross_fit; got 'two_se'"),
     ("an option misplaced", "bm25", ["--data.depth", "5"], "unknown option 'data.depth'"),
     ("an unknown option", "bm25", ["--data.first_stage.depht", "5"], "depht"),
 ]

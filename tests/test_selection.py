@@ -11,7 +11,7 @@ import pytest
 from rerank.deployment import TEACHER_ALONE, beats_teacher
 from rerank.evaluation import evaluate
 from rerank.interpolation import DEFAULT_GRID, fuse, interpolate, simplex
-from rerank.selection import SelectionRules, ValidationRuns, select
+from rerank.selection import CROSS_FIT_PARTS, SelectionRules, ValidationRuns, cross_fitted, select
 from rerank.teacher import TeacherConfig
 
 BI_ENCODER = TeacherConfig(bi_encoder="sentence-transformers/all-MiniLM-L6-v2", first_stage_weight=0.4)
@@ -81,3 +81,51 @@ def test_a_teacher_that_cannot_score_new_queries_is_not_deployed() -> None:
     plain = select(ValidationRuns(runs.reranker, runs.first_stage), qrels, SelectionRules("nDCG@10"))
     assert (plain.deployment.ranker, plain.interpolation_weight, plain.fusion_weights) == ("reranker", None, None)
     assert set(plain.figures) == {"reranker", "first_stage"}
+
+
+def brute_force_choice(runs: ValidationRuns, qrels: dict) -> dict:
+    """The run of the ranker the search picks on ``qrels``, by brute force: each fusion's best weights (ties to the
+    larger first weights), then the best ranker (ties to the simpler)."""
+    parts = [runs.reranker, runs.teacher, runs.first_stage]
+    interpolations = {w: mean(interpolate(runs.reranker, runs.first_stage, w), qrels) for w in DEFAULT_GRID}
+    fusions = {w: mean(fuse(parts, w), qrels) for w in simplex(3)}
+    weight = max(interpolations, key=lambda w: (interpolations[w], w))
+    weights = max(fusions, key=lambda w: (fusions[w], w))
+    order = ("reranker", "interpolated", "fused")
+    figures = {"reranker": mean(runs.reranker, qrels), "interpolated": interpolations[weight],
+               "fused": fusions[weights]}
+    best = max(order, key=lambda ranker: (figures[ranker], -order.index(ranker)))
+    return {"reranker": runs.reranker, "interpolated": interpolate(runs.reranker, runs.first_stage, weight),
+            "fused": fuse(parts, weights)}[best]
+
+
+def test_the_cross_fitted_check_measures_each_part_on_the_choice_made_without_it() -> None:
+    """check: cross_fit against the procedure written out by hand: the queries dealt into parts, each part measured
+    on the brute-force choice of the other parts, the search's choice on all queries kept only if those values beat
+    the teacher alone's by one standard error; both outcomes occur over these made-up collections."""
+    outcomes = set()
+    for queries, seed, skill in [(23, 0, 0.3), (23, 1, 1.0), (40, 2, 0.3), (40, 3, 3.0), (12, 4, 0.5), (3, 5, 1.0)]:
+        runs, qrels = made_up(queries, seed, skill)
+        order = sorted(qrels)
+        random.Random(0).shuffle(order)
+        count = min(CROSS_FIT_PARTS, queries)
+        by_hand: dict[str, float] = {}
+        for k in range(count):
+            held_out = {qid: qrels[qid] for qid in order[k::count]}
+            choice = brute_force_choice(runs, {qid: gains for qid, gains in qrels.items() if qid not in held_out})
+            measured = evaluate(choice, held_out, ["nDCG@10"]).per_query
+            by_hand |= {qid: values["nDCG@10"] for qid, values in measured.items()}
+        rules = SelectionRules("nDCG@10", interpolate=True, check="cross_fit")
+        out_of_sample = cross_fitted(runs, qrels, rules)
+        assert out_of_sample == pytest.approx([by_hand[qid] for qid in sorted(by_hand)], abs=1e-12)
+        chosen = select(runs, qrels, rules)
+        alone = evaluate(fuse([runs.reranker, runs.teacher, runs.first_stage], tuple(TEACHER_ALONE.values())), qrels,
+                         ["nDCG@10"]).values("nDCG@10")
+        kept = beats_teacher(out_of_sample, alone)
+        outcomes.add(kept)
+        deployed = chosen.deployment.combine(runs.reranker, runs.first_stage, runs.teacher)
+        if kept:  # the choice made on all the queries, as one_se would have it before its own check
+            assert mean(deployed, qrels) == pytest.approx(mean(brute_force_choice(runs, qrels), qrels), abs=1e-12)
+        else:
+            assert chosen.deployment.weights == TEACHER_ALONE
+    assert outcomes == {True, False}
