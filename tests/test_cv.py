@@ -148,12 +148,12 @@ def test_the_fused_run_mixes_the_reranker_teacher_and_first_stage_with_the_valid
 def test_the_split_half_script_recomputes_each_folds_deployment_from_its_files(cv_dir: tuple[Path, Path]) -> None:
     """scripts/split_half_deploy.py rebuilds each fold's deployed ranker from its written runs (it stops when it
     cannot) and reads the teacher on the test folds as trec_eval does; with a fixed-run teacher ``fused`` is not
-    deployable, so the two rules it compares choose alike."""
+    deployable, so the rules it compares choose alike (``cross_fit``'s check never runs)."""
     folder, _ = cv_dir
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels  # what the script reads from the folds' config
     teacher_path = folder.parent / "teacher.run"
     done = subprocess.run([sys.executable, str(REPO / "scripts" / "split_half_deploy.py"), str(folder),
-                           "--teacher", str(teacher_path), "--halvings", "3", "--test", "--pooled"],
+                           "--teacher", str(teacher_path), "--halvings", "3", "--test", "--pooled", "--cross-fit"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     for k in (1, 2):
@@ -163,6 +163,8 @@ def test_the_split_half_script_recomputes_each_folds_deployment_from_its_files(c
     # fold 1's validation queries, scored by fold 1's fit, with its own: select() on the union, recomputed here
     choices = dict(line.split(" deploys ")[0:2] for line in done.stdout.splitlines() if " deploys " in line)
     assert choices["fold1: pooled "].split(", validation")[0] == choices["fold1: anchored"].split(", validation")[0]
+    for k in (1, 2):  # a fixed-run teacher is not deployable: no check against it, so cross_fit chooses as anchored
+        assert choices[f"fold{k}: cross_fit"] == choices[f"fold{k}: anchored"]
     teacher, parts = read_run(teacher_path), []
     for k in (1, 2):
         reranker = read_run(folder / f"fold{k}" / "runs" / "validation.run")
