@@ -111,9 +111,11 @@ class Selection:
 @dataclass(frozen=True)
 class Search:
     """Every ranker measured on some queries and the best weights of each fusion (:func:`search`): the figures,
-    the weights of each deployable ranker, and the fusion left out (with why) when its teacher cannot be deployed."""
+    the per-query values of the runs given (re-ranker, first stage, teacher), the weights of each deployable ranker,
+    and the fusion left out (with why) when its teacher cannot be deployed."""
 
     figures: dict[str, float]
+    values: dict[str, list[float]]
     interpolation_weight: float | None
     fusion_weights: tuple[float, ...] | None
     candidates: dict[str, float]
@@ -131,9 +133,10 @@ def search(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Search:
     """Steps 1 and 2 of the module docstring on the queries of ``qrels``: each ranker's figure, and with
     ``interpolate`` the best weights of each fusion."""
     measure = rules.measure
-    figure = {name: evaluate(run, qrels, [measure]).mean[measure] for name, run in
-              (("reranker", runs.reranker), ("first_stage", runs.first_stage), ("teacher", runs.teacher))
-              if run is not None}
+    measured = {name: evaluate(run, qrels, [measure]) for name, run in
+                (("reranker", runs.reranker), ("first_stage", runs.first_stage), ("teacher", runs.teacher))
+                if run is not None}
+    figure = {name: evaluation.mean[measure] for name, evaluation in measured.items()}
     interpolation_weight = fusion_weights = None
     if rules.interpolate:
         interpolation_weight, figure["interpolated"] = best_weight(runs.reranker, runs.first_stage, qrels, measure,
@@ -149,7 +152,8 @@ def search(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Search:
             candidates["fused"] = figure["fused"]
         else:
             excluded["fused"] = why
-    return Search(figure, interpolation_weight, fusion_weights, candidates, excluded)
+    return Search(figure, {name: evaluation.values(measure) for name, evaluation in measured.items()},
+                  interpolation_weight, fusion_weights, candidates, excluded)
 
 
 def cross_fitted(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> list[float]:
@@ -185,10 +189,7 @@ def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selecti
     ranker = choose(candidates) if rules.deploy == "auto" else rules.deploy
     if ranker not in candidates:
         raise ValueError(f"evaluation.selection.deploy {ranker}: {found.excluded.get(ranker, 'it was not measured')}")
-    fineness = None
-    if runs.teacher is not None:
-        fineness = resolution(*(evaluate(run, qrels, [measure]).values(measure) for run in (runs.reranker,
-                                                                                             runs.teacher)))
+    fineness = resolution(found.values["reranker"], found.values["teacher"]) if "teacher" in found.values else None
     if rules.deploy == "auto" and "fused" in candidates:
         parts = runs.reranker, runs.first_stage, runs.teacher
         alone = evaluate(Deployment("fused", dict(TEACHER_ALONE), runs.teacher_config).combine(*parts), qrels,
