@@ -86,6 +86,8 @@ def fails(files: Files, arguments: list[str], capsys: pytest.CaptureFixture) -> 
     return " ".join(error.split())
 
 
+STAGE_SOURCE = {"queries": "pseudo", "targets": "teacher", "teacher": {"run": "teacher.run"}}
+"""A judgment-free stage's source, for the rows that give ``--pretrain``."""
 ROWS = [
     # (row, command, options, expected fragment)
     ("negative encoder learning rate", "fit", ["--model.optimizer.encoder_lr=-1e-5"],
@@ -108,6 +110,13 @@ ROWS = [
      "evaluation.selection.deploy fused is a fusion, measured only with evaluation.selection.interpolate: true"),
     ("an unknown check of the deployed ranker", "fit", ["--evaluation.selection.check", "two_se"],
      "evaluation.selection.check must be one of one_se, cross_fit; got 'two_se'"),
+    ("an unknown setting of the stage's optimizer", "fit",
+     ["--pretrain", json.dumps({"train": [STAGE_SOURCE], "optimizer": {"encoder_rate": 1e-5}})],
+     "pretrain.optimizer.encoder_rate: not a setting of the optimizer; give one of encoder_lr, head_lr, weight_decay, "
+     "warmup"),
+    ("zero stage learning rate", "fit",
+     ["--pretrain", json.dumps({"train": [STAGE_SOURCE], "optimizer": {"encoder_lr": 0}})],
+     "pretrain.optimizer.encoder_lr must be > 0"),
     ("an option misplaced", "bm25", ["--data.depth", "5"], "unknown option 'data.depth'"),
     ("an unknown option", "bm25", ["--data.first_stage.depht", "5"], "depht"),
 ]

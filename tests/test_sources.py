@@ -24,6 +24,7 @@ from rerank.data.trec import read_run, write_run
 from rerank.first_stage import FirstStageConfig
 from rerank.teacher import TeacherConfig, teacher_scores
 from rerank.training.examples import TrainingLists, TrainingSampler, proportions
+from rerank.training.optimizer import OptimizerSettings
 from rerank.training.pretraining import PretrainConfig
 from rerank.training.sources import (
     SourceConfig,
@@ -330,16 +331,21 @@ def write_config(workdir: Path, path: Path, **sections: object) -> Path:
     return path
 
 
-def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch,
-                                                                caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+def staged_config(workdir: Path, tmp_path: Path) -> Path:
+    """A fit with a 3-step stage of pseudo-queries taught by a tiny bi-encoder, then qrels and a teacher run."""
     stage = {"train": [{"queries": "pseudo", "pseudo": {"count": 20},
                         "first_stage": {"backend": "bm25s", "index_dir": str(tmp_path / "idx")},
                         "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(tmp_path))}}],
              "max_steps": 3}
-    config = write_config(workdir, tmp_path / "config.yaml", pretrain=stage,
-                          data={"train": [{"targets": "both", "teacher": {"run": str(workdir / "bm25.run")}}]})
+    return write_config(workdir, tmp_path / "config.yaml", pretrain=stage,
+                        data={"train": [{"targets": "both", "teacher": {"run": str(workdir / "bm25.run")}}]})
+
+
+def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch,
+                                                                caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    config = staged_config(workdir, tmp_path)
     with caplog.at_level(logging.INFO):
         first = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "first")])
     assert "pre-training stage, round 1 of 1: 3 steps on 1 source(s)" in caplog.text
@@ -358,6 +364,42 @@ def test_the_pretraining_stage_is_cached_and_reruns_identically(workdir: Path, t
     assert [path.name for path in stages[0]] == [path.name for path in stages[1]] and len(stages[0]) == 1
     listnet, hinge = (load_file(paths[0]) for paths in stages)
     assert listnet.keys() == hinge.keys() and all(torch.equal(listnet[name], hinge[name]) for name in listnet)
+
+
+def test_the_folds_train_at_their_own_rate_from_the_stage_cached_at_its_own(workdir: Path, tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """``pretrain.optimizer``: a learning-rate search over the folds keeps the stage every head shares."""
+    config = staged_config(workdir, tmp_path)
+    default = str(OptimizerSettings().encoder_lr)
+    folds_faster = ["--model.optimizer.encoder_lr", "1e-2"]
+
+    def fitted(cache: str, name: str, *options: str) -> dict[str, torch.Tensor]:
+        monkeypatch.setenv("RERANK_CACHE", str(tmp_path / cache))
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            fit.main(["--config", str(config), "--output_dir", str(tmp_path / name), *options])
+        return load_file(tmp_path / name / "model" / "model.safetensors")
+
+    def stages(cache: str) -> list[Path]:
+        return sorted((tmp_path / cache / "pretrained").glob("*.safetensors"))
+
+    first = fitted("cache", "first")
+    faster = fitted("cache", "faster", *folds_faster, "--pretrain.optimizer.encoder_lr", default)
+    assert "pre-training stage, round 1 of 1: weights from the cache" in caplog.text and len(stages("cache")) == 1
+    assert any(not torch.equal(first[name], faster[name]) for name in first)  # the folds trained at 1e-2
+    # trained anew under the folds' 1e-2, the stage set to the default rate is the default stage, to the bit
+    fitted("other-cache", "again", *folds_faster, "--pretrain.optimizer.encoder_lr", default)
+    assert "round 1 of 1: 3 steps on 1 source(s)" in caplog.text
+    (cached,), (again,) = stages("cache"), stages("other-cache")
+    assert cached.name == again.name
+    cached_weights, again_weights = load_file(cached), load_file(again)
+    assert all(torch.equal(cached_weights[name], again_weights[name]) for name in cached_weights)
+    # without pretrain.optimizer the stage trains at the model's rate: another stage, cached under another key
+    fitted("other-cache", "whole", *folds_faster)
+    assert "round 1 of 1: 3 steps on 1 source(s)" in caplog.text and len(stages("other-cache")) == 2
+    (other,) = [path for path in stages("other-cache") if path.name != again.name]
+    assert any(not torch.equal(cached_weights[name], tensor) for name, tensor in load_file(other).items())
 
 
 def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_queries(

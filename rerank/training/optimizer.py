@@ -15,7 +15,8 @@ behind ``model.speedups``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,10 +47,24 @@ class OptimizerSettings:
     warmup: float = 0.1
 
     def __post_init__(self) -> None:
-        for name in ("encoder_lr", "head_lr"):
-            check_range(f"model.optimizer.{name}", getattr(self, name), above=0)
-        for name in ("warmup", "weight_decay"):
-            check_range(f"model.optimizer.{name}", getattr(self, name), 0)
+        check_settings(dataclasses.asdict(self), "model.optimizer")
+
+
+def check_settings(settings: Mapping[str, float], option: str) -> None:
+    """Each of ``settings`` (some of :class:`OptimizerSettings`' attributes) a known one and in its range.
+
+    Raises:
+        ValueError: naming ``option.<attribute>``: unknown, a learning rate not above 0, or a negative warmup or
+            weight decay.
+    """
+    known = [setting.name for setting in dataclasses.fields(OptimizerSettings)]
+    for name, value in settings.items():
+        if name not in known:
+            raise ValueError(f"{option}.{name}: not a setting of the optimizer; give one of {', '.join(known)}")
+        if name.endswith("_lr"):
+            check_range(f"{option}.{name}", value, above=0)
+        else:
+            check_range(f"{option}.{name}", value, 0)
 
 
 def param_groups(model: torch.nn.Module, head: Iterable[torch.nn.Parameter], loss_heads: Iterable[Any],

@@ -10,12 +10,12 @@ Configured next to ``model:`` and ``data:``::
       max_steps: 300
 
 ``rerank fit`` first trains the model on these sources for ``max_steps`` optimizer steps (same model, loss heads,
-learning rates, list size and precision; no validation), then trains on ``data.train`` as usual, from the weights
-the stage left, with a fresh optimizer. Since the stage depends on nothing fold-specific, its weights are cached
-under ``$RERANK_CACHE/pretrained`` by everything that shapes them (the model's and data's settings, the stage's,
-the seed, the documents' fingerprint): every fold of ``rerank cv`` and every re-run of ``rerank fit`` starts from
-them instead of training the stage again. The random generators are re-seeded after the stage, so a run that
-trained it and one that loaded it continue identically.
+list size and precision, and learning rates unless ``optimizer`` gives the stage its own; no validation), then
+trains on ``data.train`` as usual, from the weights the stage left, with a fresh optimizer. Since the stage depends
+on nothing fold-specific, its weights are cached under ``$RERANK_CACHE/pretrained`` by everything that shapes them
+(the model's and data's settings, the stage's, the seed, the documents' fingerprint): every fold of ``rerank cv``
+and every re-run of ``rerank fit`` starts from them instead of training the stage again. The random generators are
+re-seeded after the stage, so a run that trained it and one that loaded it continue identically.
 
 With ``rounds: R`` (default 1) the stage is born-again distillation (Furlanello et al., ICML 2018): round r + 1
 trains, for another ``max_steps`` steps from where round r left the weights, on the same sources with each teacher
@@ -35,6 +35,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -50,6 +52,7 @@ from ..run_directory import read_json, write_json
 from .budget import StagePlan, plan_line, planned_steps, seconds_per_step
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
+from .optimizer import OptimizerSettings, check_settings
 from .progress import stage_callbacks
 from .sources import SourceConfig, as_source_configs, sized_pseudo_queries
 from .stage_validation import HeldOutValidation, describe, distillation_loss, hold_out
@@ -85,6 +88,9 @@ class PretrainConfig:
             (:mod:`rerank.training.stage_validation`).
         validate_every: optimizer steps between two such checks.
         patience: checks without a lower held-out loss before the stage stops (None: it runs all its steps).
+        optimizer: the stage's AdamW settings where they differ from ``model.optimizer``'s (e.g. ``{encoder_lr:
+            5.0e-5}``; :class:`~rerank.training.optimizer.OptimizerSettings`); empty, the model's. With it a fit can
+            train its folds at another rate and keep the stage, cached under the settings it trained with.
     """
 
     train: list[dict[str, Any]] = field(default_factory=list)
@@ -96,8 +102,10 @@ class PretrainConfig:
     held_out: int = 0
     validate_every: int = 100
     patience: int | None = None
+    optimizer: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        check_settings(self.optimizer, "pretrain.optimizer")
         if not self.train:
             raise ValueError("pretrain.train: give at least one source (e.g. {queries: pseudo, targets: teacher, "
                              "teacher: {bi_encoder: sentence-transformers/all-MiniLM-L6-v2}})")
@@ -140,6 +148,8 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     ignored = ((() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
                + (() if any(source.targets in ("qrels", "both") for source in sources) else QRELS_OPTIONS))
     model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
+    stage_optimizer = dataclasses.replace(module.optimizer_settings, **config.optimizer)
+    model_settings["optimizer"] = dataclasses.asdict(stage_optimizer)  # the model's, unless the stage sets its own
     documents = data.collection.documents
     shape = [{"train": config.train, "max_steps": config.max_steps}, model_settings, dataclasses.asdict(data.settings),
              {key: options.get(key) for key in ("precision", "accumulate_grad_batches", "gradient_clip_val")},
@@ -167,12 +177,13 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         cache_path("pretrained", *shape, {"round": round_, "student_weight": config.student_weight},
                    suffix=".safetensors") for round_ in range(2, config.rounds + 1)]
     student: str | None = None
-    for round_, path in enumerate(paths, 1):
-        taught = [_taught_by(source, student, config, options) for source in sources]
-        _round(path, module, stage if round_ == 1 else data.with_sources(taught, stage.directory.root), config,
-               options, f"round {round_} of {config.rounds}", seed)
-        if round_ < config.rounds:
-            student = _exported(module, path.with_suffix(""))
+    with _optimizer(module, stage_optimizer):
+        for round_, path in enumerate(paths, 1):
+            taught = [_taught_by(source, student, config, options) for source in sources]
+            _round(path, module, stage if round_ == 1 else data.with_sources(taught, stage.directory.root), config,
+                   options, f"round {round_} of {config.rounds}", seed)
+            if round_ < config.rounds:
+                student = _exported(module, path.with_suffix(""))
     data.sources = [_taught_by(source, student, config, options) for source in data.sources]
     pl.seed_everything(seed)
     return config
@@ -212,6 +223,16 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
         with atomic_write(path, "wb", finish=sealing(path)) as handle:
             handle.write(_serialised(module))
     stage_trainer.strategy.barrier()
+
+
+@contextmanager
+def _optimizer(module: RerankModule, settings: OptimizerSettings) -> Iterator[None]:
+    """``module`` trained with ``settings`` (the stage's) inside the block, with its own again after it."""
+    own, module.optimizer_settings = module.optimizer_settings, settings
+    try:
+        yield
+    finally:
+        module.optimizer_settings = own
 
 
 def _taught_by(source: SourceConfig, student: str | None, config: PretrainConfig,
