@@ -15,8 +15,6 @@ import stat
 import tempfile
 from pathlib import Path
 
-import pytest
-
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 if "IR_DATASETS_HOME" not in os.environ and (SHARED / "irds_home").is_dir():
@@ -40,17 +38,6 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 # The modules whose tests run commands in subprocesses (fits, cross-validations, kills): first in the collection,
 # so that the parallel run (pytest-xdist, pyproject.toml) starts its longest tests at once and ends together.
 LONG_MODULES = ("test_training.py", "test_faults.py", "test_export.py", "test_cv.py")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Cranfield's ir_datasets doc store built once, before pytest-xdist's workers start: the seed holds its raw files
-    only, and two workers that build the store at once corrupt it (an LZ4 error, an invalid size)."""
-    home = os.environ.get("IR_DATASETS_HOME")
-    if hasattr(config, "workerinput") or not home or not (Path(home) / "cranfield").is_dir():
-        return
-    import ir_datasets
-
-    ir_datasets.load("cranfield").docs_store().get("1")
 
 
 def pytest_collection_modifyitems(items: list) -> None:

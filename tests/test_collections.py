@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,3 +159,74 @@ def test_local_documents_are_found_by_id_through_the_sorted_index(tmp_path: Path
         assert absent not in documents
     with pytest.raises(KeyError, match="no document 'c'"):
         documents.text("c")
+
+
+# Reads every Cranfield document through rerank once a file named by argv[1] exists (so that the processes start
+# reading together), then prints the texts and the number of entries in the doc store.
+READER = """
+import json, sys, time
+from pathlib import Path
+from rerank.data.collection import Collection, CollectionConfig
+documents = Collection(CollectionConfig(ir_datasets="cranfield")).documents
+ids = [line.split()[0] for line in open(sys.argv[2]) if line.strip()]
+while not Path(sys.argv[1]).exists():
+    time.sleep(0.001)
+texts = {doc_id: documents.text(doc_id) for doc_id in ids}
+print(json.dumps({"entries": len(documents._store.lookup), "texts": texts}))
+"""
+# Builds the store the way two processes did before the lock: twice, each unaware of the other.
+DOUBLE_BUILD = """
+import ir_datasets
+store = ir_datasets.load("cranfield").docs_store()
+store.build()
+store.built = lambda: False
+store.build()
+print(len(store.lookup))
+"""
+
+
+def fresh_cranfield_home(tmp_path: Path) -> dict[str, str]:
+    """An environment whose ``IR_DATASETS_HOME`` holds Cranfield's raw files only, and a cache of its own."""
+    home = tmp_path / "irds_home"
+    shutil.copytree(SHARED / "irds_home" / "cranfield", home / "cranfield")
+    for path in home.rglob("*"):
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    ids = tmp_path / "ids.txt"
+    ids.write_text("".join(json.loads(line)["doc_id"] + "\n" for line in open(CRANFIELD / "docs.jsonl")))
+    return {**os.environ, "IR_DATASETS_HOME": str(home), "RERANK_CACHE": str(tmp_path / "cache")}
+
+
+def read_together(tmp_path: Path, env: dict[str, str], processes: int) -> list[dict]:
+    go = tmp_path / "go"
+    readers = [subprocess.Popen([sys.executable, "-c", READER, str(go), str(tmp_path / "ids.txt")], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
+    go.touch()  # the readers wait on it after their imports: their first look-ups come together
+    outputs = [reader.communicate(timeout=300) for reader in readers]
+    assert all(reader.returncode == 0 for reader in readers), [err[-2000:] for _, err in outputs]
+    return [json.loads(out) for out, _ in outputs]
+
+
+def local_texts() -> dict[str, list[str]]:
+    """Each document's title and text, the words of the local copy of Cranfield."""
+    docs = map(json.loads, open(CRANFIELD / "docs.jsonl"))
+    return {doc["doc_id"]: f"{doc['title']} {doc['text']}".split() for doc in docs}
+
+
+@pytest.mark.skipif(not (SHARED / "irds_home" / "cranfield").is_dir(), reason="needs ../shared/irds_home/cranfield")
+def test_processes_that_open_a_fresh_doc_store_at_once_build_it_once(tmp_path: Path) -> None:
+    """ir_datasets alone lets each of them build it (2,800 entries for 1,400 documents, with two)."""
+    env = fresh_cranfield_home(tmp_path)
+    expected = local_texts()
+    for result in read_together(tmp_path, env, processes=3):
+        assert result["entries"] == len(expected) == 1400
+        assert {doc_id: text.split() for doc_id, text in result["texts"].items()} == expected
+
+
+@pytest.mark.skipif(not (SHARED / "irds_home" / "cranfield").is_dir(), reason="needs ../shared/irds_home/cranfield")
+def test_a_doc_store_built_twice_is_rebuilt_not_trusted(tmp_path: Path) -> None:
+    env = fresh_cranfield_home(tmp_path)
+    doubled = subprocess.run([sys.executable, "-c", DOUBLE_BUILD], env=env, capture_output=True, text=True, check=True)
+    assert doubled.stdout.split() == ["2800"]
+    (result,) = read_together(tmp_path, env, processes=1)
+    assert result["entries"] == 1400
+    assert {doc_id: text.split() for doc_id, text in result["texts"].items()} == local_texts()

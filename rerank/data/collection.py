@@ -300,7 +300,32 @@ class _IrDatasetsDocuments(Documents):
     @cached_property
     def _store(self):
         with missing_data(self.dataset_id, "documents"):
-            return self.dataset.docs_store()
+            store = self.dataset.docs_store()
+            self._build_once(store)
+            return store
+
+    def _build_once(self, store) -> None:
+        """Build the doc store of a fresh ``IR_DATASETS_HOME`` under a lock held across processes.
+
+        ir_datasets asks whether a store is built before it takes its own lock, so processes that open a fresh store
+        at once (the ranks of a multi-GPU fit, a cluster array) each build it: the later ones append every document
+        again and rewrite the index under the earlier ones' reads. A store that holds another count than ir_datasets'
+        metadata gives is rebuilt, not trusted. The lock lies in rerank's cache, which the processes share. (The
+        stores built on first use are ir_datasets' ``PickleLz4FullStore``: Cranfield's, BEIR's, Disks 4&5's.)"""
+        from filelock import FileLock
+        from ir_datasets.indices import PickleLz4FullStore
+
+        if not isinstance(store, PickleLz4FullStore):
+            return
+        lock = cache_path("locks", "ir_datasets", str(Path(store.path).resolve()), suffix=".lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)  # in rerank's cache: IR_DATASETS_HOME may be read-only
+        with FileLock(lock):
+            expected = store.count_hint() if callable(store.count_hint) else store.count_hint  # ir_datasets' metadata
+            if expected and store.built() and len(store.lookup) != expected:
+                logger.warning("ir_datasets %r: its doc store holds %d documents, not %d; rebuilding it: %s",
+                               self.dataset_id, len(store.lookup), expected, store.path)
+                store.clear_cache()
+            store.build()
 
     def __len__(self) -> int:
         return self.dataset.docs_count()
