@@ -171,7 +171,9 @@ documents = Collection(CollectionConfig(ir_datasets="cranfield")).documents
 ids = [line.split()[0] for line in open(sys.argv[2]) if line.strip()]
 while not Path(sys.argv[1]).exists():
     time.sleep(0.001)
+iterated = dict(documents.iter_texts())  # ir_datasets reads Cranfield's documents in order from the store too
 texts = {doc_id: documents.text(doc_id) for doc_id in ids}
+assert iterated == texts, "the documents read in order are not the ones looked up"
 print(json.dumps({"entries": len(documents._store.lookup), "texts": texts}))
 """
 # Builds the store the way two processes did before the lock: twice, each unaware of the other.
@@ -198,8 +200,9 @@ def fresh_cranfield_home(tmp_path: Path) -> dict[str, str]:
 
 def read_together(tmp_path: Path, env: dict[str, str], processes: int) -> list[dict]:
     go = tmp_path / "go"
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(go), str(tmp_path / "ids.txt")], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(processes)]
+    readers = [subprocess.Popen([sys.executable, "-c", READER, str(go), str(tmp_path / "ids.txt")],
+                                env={**env, "RERANK_CACHE": str(tmp_path / f"cache{i}")},  # each its own, as in tests
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(processes)]
     go.touch()  # the readers wait on it after their imports: their first look-ups come together
     outputs = [reader.communicate(timeout=300) for reader in readers]
     assert all(reader.returncode == 0 for reader in readers), [err[-2000:] for _, err in outputs]

@@ -310,15 +310,20 @@ class _IrDatasetsDocuments(Documents):
         ir_datasets asks whether a store is built before it takes its own lock, so processes that open a fresh store
         at once (the ranks of a multi-GPU fit, a cluster array) each build it: the later ones append every document
         again and rewrite the index under the earlier ones' reads. A store that holds another count than ir_datasets'
-        metadata gives is rebuilt, not trusted. The lock lies in rerank's cache, which the processes share. (The
-        stores built on first use are ir_datasets' ``PickleLz4FullStore``: Cranfield's, BEIR's, Disks 4&5's.)"""
+        metadata gives is rebuilt, not trusted. The lock lies beside the store, where every process that reads it
+        finds it, whatever its own ``RERANK_CACHE``; a home that cannot be written to holds no store being built.
+        (The stores built on first use are ir_datasets' ``PickleLz4FullStore``: Cranfield's, BEIR's, Disks 4&5's.)"""
         from filelock import FileLock
         from ir_datasets.indices import PickleLz4FullStore
 
         if not isinstance(store, PickleLz4FullStore):
             return
-        lock = cache_path("locks", "ir_datasets", str(Path(store.path).resolve()), suffix=".lock")
-        lock.parent.mkdir(parents=True, exist_ok=True)  # in rerank's cache: IR_DATASETS_HOME may be read-only
+        lock = Path(f"{store.path}.lock")
+        try:
+            lock.parent.mkdir(parents=True, exist_ok=True)
+            lock.touch()
+        except PermissionError:  # a read-only IR_DATASETS_HOME: ir_datasets says so if the store is not built
+            return
         with FileLock(lock):
             expected = store.count_hint() if callable(store.count_hint) else store.count_hint  # ir_datasets' metadata
             if expected and store.built() and len(store.lookup) != expected:
@@ -328,6 +333,7 @@ class _IrDatasetsDocuments(Documents):
             store.build()
 
     def __len__(self) -> int:
+        self._store  # noqa: B018 (built first: ir_datasets counts some collections' documents in their store)
         return self.dataset.docs_count()
 
     def __contains__(self, doc_id: str) -> bool:
@@ -342,14 +348,19 @@ class _IrDatasetsDocuments(Documents):
             return _document_text(self._store.get(doc_id))
 
     def iter_texts(self) -> Iterator[tuple[str, str]]:
-        with missing_data(self.dataset_id, "documents"):
-            for doc in self.dataset.docs_iter():
-                yield doc.doc_id, _document_text(doc)
+        for doc in self._docs():
+            yield doc.doc_id, _document_text(doc)
 
     def iter_titles(self) -> Iterator[tuple[str, str]]:
+        for doc in self._docs():
+            yield doc.doc_id, str(getattr(doc, "title", "") or "")
+
+    def _docs(self) -> Iterator[Any]:
+        """The documents in the collection's order; ir_datasets reads some collections' from their store, so the
+        store is built first (:meth:`_build_once`)."""
         with missing_data(self.dataset_id, "documents"):
-            for doc in self.dataset.docs_iter():
-                yield doc.doc_id, str(getattr(doc, "title", "") or "")
+            self._store  # noqa: B018
+            yield from self.dataset.docs_iter()
 
     def source(self) -> str:
         return "irds-" + self.dataset_id.replace("/", "_")
