@@ -188,22 +188,22 @@ print(len(store.lookup))
 
 
 def fresh_cranfield_home(tmp_path: Path) -> dict[str, str]:
-    """An environment whose ``IR_DATASETS_HOME`` holds Cranfield's raw files only, and a cache of its own."""
+    """An environment whose ``IR_DATASETS_HOME`` holds Cranfield's raw files only (its doc store not built)."""
     home = tmp_path / "irds_home"
     shutil.copytree(SHARED / "irds_home" / "cranfield", home / "cranfield")
     for path in home.rglob("*"):
         path.chmod(path.stat().st_mode | stat.S_IWUSR)
     ids = tmp_path / "ids.txt"
     ids.write_text("".join(json.loads(line)["doc_id"] + "\n" for line in open(CRANFIELD / "docs.jsonl")))
-    return {**os.environ, "IR_DATASETS_HOME": str(home), "RERANK_CACHE": str(tmp_path / "cache")}
+    return {**os.environ, "IR_DATASETS_HOME": str(home)}
 
 
 def read_together(tmp_path: Path, env: dict[str, str], processes: int) -> list[dict]:
     go = tmp_path / "go"
     readers = [subprocess.Popen([sys.executable, "-c", READER, str(go), str(tmp_path / "ids.txt")],
-                                env={**env, "RERANK_CACHE": str(tmp_path / f"cache{i}")},  # each its own, as in tests
+                                env={**env, "RERANK_CACHE": str(tmp_path / f"cache{i}")},  # as the suite's tests
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(processes)]
-    go.touch()  # the readers wait on it after their imports: their first look-ups come together
+    go.touch()  # the readers wait on it after their imports: their first reads come together
     outputs = [reader.communicate(timeout=300) for reader in readers]
     assert all(reader.returncode == 0 for reader in readers), [err[-2000:] for _, err in outputs]
     return [json.loads(out) for out, _ in outputs]
