@@ -447,6 +447,37 @@ def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_quer
     assert len(list((tmp_path / "cache" / "pretrained").glob("*.safetensors"))) == 2
 
 
+def test_lengths_queries_keeps_a_title_stage_under_its_key_and_trains_spans_under_another(
+        workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The default's ``lengths: queries``: on queries that are not paragraphs (Cranfield's) the stage is the titles'
+    stage, cached under the key it had before the default asked for spans; on paragraphs, spans: another stage."""
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+
+    def staged(name: str, pseudo: dict) -> str:
+        stage = {"train": [{"queries": "pseudo", "pseudo": {"count": 20, "max_words": "auto", **pseudo},
+                            "first_stage": {"backend": "bm25s", "index_dir": str(tmp_path / "idx")},
+                            "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(tmp_path))}}],
+                 "max_steps": 2}
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            fit.main(["--config", str(write_config(workdir, tmp_path / f"{name}.yaml", pretrain=stage)),
+                      "--output_dir", str(tmp_path / name)])
+        return caplog.text
+
+    def stages() -> int:
+        return len(list((tmp_path / "cache" / "pretrained").glob("*.safetensors")))
+
+    assert "round 1 of 1: 2 steps" in staged("titles", {}) and stages() == 1
+    log = staged("queries", {"lengths": "queries"})
+    assert "pseudo-queries of at most 24 words (lengths: queries: the 225 queries of" in log
+    assert "round 1 of 1: weights from the cache" in log and stages() == 1
+    full = _IrDatasetsSource.queries  # the same queries said three times: a median above 24 words, paragraphs
+    monkeypatch.setattr(_IrDatasetsSource, "queries",
+                        lambda self: {qid: " ".join([text] * 3) for qid, text in full(self).items()})
+    log = staged("paragraphs", {"lengths": "queries"})
+    assert "pseudo-queries are spans of whole sentences" in log and "round 1 of 1: 2 steps" in log and stages() == 2
+
+
 def test_born_again_rounds_continue_from_the_cached_first_round_and_teach_with_its_student(
         workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
@@ -529,14 +560,20 @@ DEFAULT_VARIANTS = {  # the candidates compared with one-epoch on validation: th
 
 
 def on_cranfield(config: dict) -> dict:
-    """``config`` with its stage's pseudo-queries' ``max_words: auto`` as Cranfield resolves it, 24 (its longest query
-    has 46 words: test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_queries), so that a recipe
-    that reads ``auto`` compares equal to one that pins 24, as every recipe measured on Cranfield read."""
+    """``config`` with its stage's pseudo-queries as Cranfield resolves them: ``max_words: auto`` 24 (its longest query
+    has 46 words: test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_queries) and ``lengths:
+    queries`` titles (a median of at most 24 words), so that a recipe that reads ``auto`` and ``queries`` compares
+    equal to one that pins 24 titles, as every recipe measured on Cranfield read."""
     stage = config.get("pretrain") or {}
     if not stage.get("train"):
         return config
-    train = [{**source, "pseudo": {**source["pseudo"], "max_words": 24}}
-             if (source.get("pseudo") or {}).get("max_words") == "auto" else source for source in stage["train"]]
+
+    def titles(pseudo: dict) -> dict:
+        resolved = {**pseudo, "max_words": 24} if pseudo.get("max_words") == "auto" else pseudo
+        return {key: value for key, value in resolved.items() if (key, value) != ("lengths", "queries")}
+
+    train = [{**source, "pseudo": titles(source["pseudo"])} if source.get("pseudo") else source
+             for source in stage["train"]]
     return {**config, "pretrain": {**stage, "train": train}}
 
 
@@ -553,7 +590,7 @@ def test_the_default_sizes_itself_and_the_demo_pins_what_it_sized_before(capsys:
         "auto", "auto", "auto")
     assert (default["pretrain"]["max_steps"], default["pretrain"]["passes"], default["pretrain"]["budget_minutes"]) == (
         "auto", 1.5, 60)
-    assert default["pretrain"]["train"][0]["pseudo"] == {"count": 2000, "max_words": "auto"}
+    assert default["pretrain"]["train"][0]["pseudo"] == {"count": 2000, "max_words": "auto", "lengths": "queries"}
     demo = merged_config("cranfield", "demo", capsys=capsys)
     assert demo["pretrain"]["train"][0]["pseudo"] == {"count": 2000, "max_words": 24}  # as measured, elsewhere too
     # the two differ in the rows and the stage's steps, and in nothing else on Cranfield
@@ -605,13 +642,15 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
     for name, change in DEFAULT_VARIANTS.items():
         assert resolved("cranfield", f"ablation/{name}") == merged(merged(default, ONE_EPOCH),
                                                                                           change), name
-    # lever A of the paragraph-queries study (docs/experiments/ablations.md), on today's sized default: its stage's
-    # pseudo-queries follow the queries' lengths, and nothing else changes
-    sized = resolved("cranfield")
-    titles = sized["pretrain"]["train"][0]
-    spans = {**titles, "pseudo": {**titles["pseudo"], "lengths": "queries"}}
-    assert resolved("cranfield", "ablation/spans") == {**sized, "pretrain": {**sized["pretrain"], "train": [spans]}}
-    on_the_default = {*DEFAULT_VARIANTS, "spans"}
+    # lever A of the paragraph-queries study (docs/experiments/ablations.md): its stage's pseudo-queries follow the
+    # queries' lengths; adopted with lever C, it is the default's, and `titles` is the default before it
+    sized = merged_config("cranfield", capsys=capsys)
+    assert merged_config("cranfield", "ablation/spans", capsys=capsys) == sized
+    spans = sized["pretrain"]["train"][0]
+    titles = {**spans, "pseudo": {key: value for key, value in spans["pseudo"].items() if key != "lengths"}}
+    assert merged_config("cranfield", "ablation/titles", capsys=capsys) == {
+        **sized, "pretrain": {**sized["pretrain"], "train": [titles]}}
+    on_the_default = {*DEFAULT_VARIANTS, "spans", "titles"}
     on_the_previous = {"previous-default", "sentences", "lists16", "lr1e-4", "born-again"}
     for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
         ablation = resolved("cranfield", f"ablation/{name.stem}")

@@ -47,6 +47,7 @@ from safetensors.torch import load_file, save
 from ..atomic import atomic_write
 from ..cache import cache_path, intact, sealing
 from ..checks import AUTO, check_range
+from ..data.pseudo_queries import QUERIES
 from ..export import export
 from ..run_directory import read_json, write_json
 from .budget import StagePlan, plan_line, planned_steps, seconds_per_step
@@ -151,7 +152,8 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     stage_optimizer = dataclasses.replace(module.optimizer_settings, **config.optimizer)
     model_settings["optimizer"] = dataclasses.asdict(stage_optimizer)  # the model's, unless the stage sets its own
     documents = data.collection.documents
-    shape = [{"train": config.train, "max_steps": config.max_steps}, model_settings, dataclasses.asdict(data.settings),
+    shape = [{"train": _keyed(config.train, given, sources), "max_steps": config.max_steps}, model_settings,
+             dataclasses.asdict(data.settings),
              {key: options.get(key) for key in ("precision", "accumulate_grad_batches", "gradient_clip_val")},
              seed, documents.source(), documents.fingerprint()]
     if sources != given:  # pseudo-queries' max_words: auto, keyed by what it resolved to (the queries may change)
@@ -187,6 +189,21 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     data.sources = [_taught_by(source, student, config, options) for source in data.sources]
     pl.seed_everything(seed)
     return config
+
+
+def _keyed(train: list[Any], given: list[SourceConfig], sources: list[SourceConfig]) -> list[Any]:
+    """``pretrain.train`` as the stage's key holds it: a ``pseudo.lengths: queries`` that resolved to titles (queries
+    that are not paragraphs) is left out, so that a stage of titles keeps the key, and the cached weights, it had
+    before the default asked for spans."""
+    return [_without_lengths(raw) if asked.pseudo is not None and asked.pseudo.lengths == QUERIES
+            and not resolved.pseudo.spans else raw for raw, asked, resolved in zip(train, given, sources, strict=True)]
+
+
+def _without_lengths(source: SourceConfig | dict[str, Any]) -> SourceConfig | dict[str, Any]:
+    """``source`` (a config or its mapping) without its pseudo-queries' ``lengths``."""
+    if isinstance(source, SourceConfig):
+        return dataclasses.replace(source, pseudo=dataclasses.replace(source.pseudo, lengths=()))
+    return {**source, "pseudo": {key: value for key, value in source["pseudo"].items() if key != "lengths"}}
 
 
 def training_steps(data: RerankDataModule, epochs: int | None) -> int:

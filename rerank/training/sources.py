@@ -45,7 +45,7 @@ from ..checks import AUTO, check_range
 from ..clicks.targets import ClickTargetConfig, click_targets
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection, as_collection_config
-from ..data.pseudo_queries import MAX_WORDS, PseudoQueryConfig, pseudo_queries, sized_to
+from ..data.pseudo_queries import MAX_WORDS, QUERIES, PseudoQueryConfig, pseudo_queries, sized_to
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher import TeacherConfig, teacher_scores
@@ -229,21 +229,22 @@ def _queries_and_qrels(config: SourceConfig, collection: Collection, context: So
 
 
 def sized_pseudo_queries(config: SourceConfig, collection: Collection, where: str) -> SourceConfig:
-    """``config`` with its pseudo-queries' ``max_words: auto`` resolved from ``collection``'s queries (the ones the
-    model is trained for; :func:`rerank.data.pseudo_queries.sized_to`), and said in one line."""
+    """``config`` with its pseudo-queries' ``max_words: auto`` and ``lengths: queries`` resolved from
+    ``collection``'s queries (the ones the model is trained for; :func:`rerank.data.pseudo_queries.sized_to`), and
+    said in one line."""
     if config.pseudo is None or config.pseudo.sized:
         return config
     pseudo = sized_to(config.pseudo, collection.queries.values())
+    queries = f"the {len(collection.queries)} queries of {collection.name}"
     if pseudo.spans:
-        logger.info("%s: pseudo-queries are %s (lengths: queries: the %d queries of %s have a median of more than %d "
-                    "words)", where, pseudo.describe(), len(collection.queries), collection.name, MAX_WORDS)
-    elif config.pseudo.max_words != AUTO:  # lengths: queries, on queries that are not paragraphs
-        logger.info("%s: pseudo-queries are %s (lengths: queries: the %d queries of %s have a median of at most %d "
-                    "words)", where, pseudo.describe(), len(collection.queries), collection.name, MAX_WORDS)
-    else:
-        logger.info("%s: pseudo-queries of at most %d words (max_words: auto: the longest of the %d queries of %s, "
-                    "within %d and %d)", where, pseudo.max_words, len(collection.queries), collection.name,
-                    pseudo.min_words, MAX_WORDS)
+        logger.info("%s: pseudo-queries are %s (lengths: queries: %s have a median of more than %d words)", where,
+                    pseudo.describe(), queries, MAX_WORDS)
+        return dataclasses.replace(config, pseudo=pseudo)
+    why = ([f"lengths: queries: {queries} have a median of at most {MAX_WORDS} words, titles"]
+           if config.pseudo.lengths == QUERIES else [])
+    if config.pseudo.max_words == AUTO:
+        why.append(f"max_words: auto: the longest of {queries}, within {pseudo.min_words} and {MAX_WORDS}")
+    logger.info("%s: pseudo-queries of at most %d words (%s)", where, pseudo.max_words, "; ".join(why))
     return dataclasses.replace(config, pseudo=pseudo)
 
 
