@@ -12,9 +12,9 @@ With ``max_words: auto`` a pseudo-query is no longer than the longest of the que
 are a few words (NFCorpus: at most 18), the first 24 words of an abstract would teach the student a query of another
 kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before.
 
-With ``lengths: queries`` (opt-in; not the default recipe's: on paragraph queries it trained a student below the
-titles' on validation, docs/experiments/ablations.md) the pseudo-queries take the shape of paragraph queries where
-the collection's are paragraphs (a median above ``MAX_WORDS`` words; below, titles as above): a pseudo-query is a run
+With ``lengths: queries`` (the default recipe's since it was chosen on ``long-queries``' validation folds under rows
+of 384, docs/experiments/ablations.md) the pseudo-queries take the shape of paragraph queries where the collection's
+are paragraphs (a median above ``MAX_WORDS`` words; below, titles as above): a pseudo-query is a run
 of whole sentences of a document's body, from a seeded sentence on, whose length in words is drawn from the queries'
 own lengths (the run of sentences closest to it, at most ``MAX_SPAN_WORDS``), so that the stage's queries follow the
 real ones' length distribution. A span is its document's words verbatim, which no real query is, so a span's own
