@@ -332,8 +332,13 @@ class _IrDatasetsDocuments(Documents):
                 store.clear_cache()
             store.build()
 
+    def _store_built(self) -> None:
+        """The doc store built first, once (:meth:`_build_once`): ir_datasets counts some collections' documents in
+        their store, and reads them in order from it."""
+        _ = self._store
+
     def __len__(self) -> int:
-        self._store  # noqa: B018 (built first: ir_datasets counts some collections' documents in their store)
+        self._store_built()
         return self.dataset.docs_count()
 
     def __contains__(self, doc_id: str) -> bool:
@@ -356,10 +361,9 @@ class _IrDatasetsDocuments(Documents):
             yield doc.doc_id, str(getattr(doc, "title", "") or "")
 
     def _docs(self) -> Iterator[Any]:
-        """The documents in the collection's order; ir_datasets reads some collections' from their store, so the
-        store is built first (:meth:`_build_once`)."""
+        """The documents in the collection's order, from a built store."""
         with missing_data(self.dataset_id, "documents"):
-            self._store  # noqa: B018
+            self._store_built()
             yield from self.dataset.docs_iter()
 
     def source(self) -> str:
