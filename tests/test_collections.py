@@ -198,9 +198,11 @@ def fresh_cranfield_home(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "IR_DATASETS_HOME": str(home)}
 
 
-def read_together(tmp_path: Path, env: dict[str, str], processes: int) -> list[dict]:
+def read_together(tmp_path: Path, env: dict[str, str], processes: int, prelude: str = "") -> list[dict]:
+    """What ``processes`` READERs, started together, read (each after running ``prelude``)."""
     go = tmp_path / "go"
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(go), str(tmp_path / "ids.txt")],
+    go.unlink(missing_ok=True)
+    readers = [subprocess.Popen([sys.executable, "-c", prelude + READER, str(go), str(tmp_path / "ids.txt")],
                                 env={**env, "RERANK_CACHE": str(tmp_path / f"cache{i}")},  # as the suite's tests
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(processes)]
     go.touch()  # the readers wait on it after their imports: their first reads come together
@@ -232,4 +234,21 @@ def test_a_doc_store_built_twice_is_rebuilt_not_trusted(tmp_path: Path) -> None:
     assert doubled.stdout.split() == ["2800"]
     (result,) = read_together(tmp_path, env, processes=1)
     assert result["entries"] == 1400
+    assert {doc_id: text.split() for doc_id, text in result["texts"].items()} == local_texts()
+
+
+@pytest.mark.skipif(not (SHARED / "irds_home" / "cranfield").is_dir(), reason="needs ../shared/irds_home/cranfield")
+def test_a_built_doc_store_in_a_home_that_cannot_be_written_to_is_read_without_a_lock(tmp_path: Path) -> None:
+    """A shared, read-only ``IR_DATASETS_HOME`` (a cluster's): no lock can be made beside its store, none is needed."""
+    env = fresh_cranfield_home(tmp_path)
+    read_together(tmp_path, env, processes=1)  # built once, writable
+    (lock,) = Path(env["IR_DATASETS_HOME"]).rglob("*.lock")
+    lock.unlink()
+    # as root every file can be written, so the home refuses as a read-only mount does
+    refusing = ("import pathlib\n"
+                "def touch(self, *args, **kwargs):\n"
+                "    raise PermissionError(13, 'Read-only file system', str(self))\n"
+                "pathlib.Path.touch = touch\n")
+    (result,) = read_together(tmp_path, env, processes=1, prelude=refusing)
+    assert result["entries"] == 1400 and not lock.exists()
     assert {doc_id: text.split() for doc_id, text in result["texts"].items()} == local_texts()
