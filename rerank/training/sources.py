@@ -239,12 +239,12 @@ def sized_pseudo_queries(config: SourceConfig, collection: Collection, where: st
     if pseudo.spans:
         logger.info("%s: pseudo-queries are %s (lengths: queries: %s have a median of more than %d words)", where,
                     pseudo.describe(), queries, MAX_WORDS)
-        return dataclasses.replace(config, pseudo=pseudo)
-    why = ([f"lengths: queries: {queries} have a median of at most {MAX_WORDS} words, titles"]
-           if config.pseudo.lengths == QUERIES else [])
-    if config.pseudo.max_words == AUTO:
-        why.append(f"max_words: auto: the longest of {queries}, within {pseudo.min_words} and {MAX_WORDS}")
-    logger.info("%s: pseudo-queries of at most %d words (%s)", where, pseudo.max_words, "; ".join(why))
+    else:
+        why = ([f"lengths: queries: {queries} have a median of at most {MAX_WORDS} words, titles"]
+               if config.pseudo.lengths == QUERIES else [])
+        if config.pseudo.max_words == AUTO:
+            why.append(f"max_words: auto: the longest of {queries}, within {pseudo.min_words} and {MAX_WORDS}")
+        logger.info("%s: pseudo-queries of at most %d words (%s)", where, pseudo.max_words, "; ".join(why))
     return dataclasses.replace(config, pseudo=pseudo)
 
 
