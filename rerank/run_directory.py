@@ -7,7 +7,8 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
     DIR/checkpoints/best.ckpt     best on evaluation.selection.measure;  last.ckpt: for resuming
     DIR/runs/validation.run       the tested checkpoint's validation run, whose figures chose the deployed ranker
-                                  (the latest epoch's while training runs);  test.run, test.interpolated.run,
+                                  (the latest epoch's while training runs);  validation.epoch<N>.run: each
+                                  epoch's (its last validation);  test.run, test.interpolated.run,
                                   test.fused.run, test.teacher.run (the teacher's scores of the test candidates),
                                   test.teacher_bi_encoder.run (its bi-encoder alone, when the teacher mixes it)
     DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "teacher": {...},
@@ -114,7 +115,8 @@ class RunDirectory:
         return self.root / "runs"
 
     def run(self, name: str) -> Path:
-        """``runs/<name>.run``: ``validation``, ``test``, ``test.interpolated``, ``test.fused`` or ``test.teacher``."""
+        """``runs/<name>.run``: ``validation``, ``validation.epoch<N>``, ``test``, ``test.interpolated``,
+        ``test.fused`` or ``test.teacher``."""
         return self.runs / f"{name}.run"
 
     @property

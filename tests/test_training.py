@@ -216,6 +216,7 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     straight = run("straight")
     assert straight.returncode == 0, straight.stderr[-3000:]
     assert "resuming" not in straight.stderr  # testing the best checkpoint resumes nothing
+    assert_each_epochs_validation_run_is_kept(tmp_path / "straight", straight.stderr)
     killed = run("resumed", "--trainer.callbacks+=helpers.KillAtStep", "--trainer.callbacks.step=5")
     assert killed.returncode == -9  # SIGKILL in the middle of epoch 0, after last.ckpt at step 4
     assert not (tmp_path / "resumed" / "metrics.json").exists()
@@ -242,6 +243,21 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     assert straight_state["global_step"] == resumed_state["global_step"] == 16
     for name, tensor in straight_state["state_dict"].items():
         torch.testing.assert_close(resumed_state["state_dict"][name], tensor, atol=1e-6, rtol=0)
+
+
+def assert_each_epochs_validation_run_is_kept(output: Path, log: str) -> None:
+    """runs/validation.epoch<N>.run holds epoch N's validation: trec_eval on it gives the figure the fit logged for
+    that epoch, and the tested checkpoint's (runs/validation.run, whose figure chose the deployment) is one of them."""
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    measure = json.loads((output / "metrics.json").read_text())["deployment"]["measure"]
+    logged = [float(line.split(f"{measure}: reranker ")[1].split(",")[0])
+              for line in log.splitlines() if "validation, epoch" in line]
+    runs = [read_run(output / "runs" / f"validation.epoch{epoch}.run") for epoch in range(len(logged))]
+    assert len(runs) == 2 and runs[0] != runs[1]  # two epochs, other weights
+    for run, figure in zip(runs, logged):
+        assert evaluate(run, {qid: qrels[qid] for qid in run}, [measure]).mean[measure] == pytest.approx(figure,
+                                                                                                       abs=5e-5)
+    assert read_run(output / "runs" / "validation.run") in runs
 
 
 def fit_fails(workdir: Path, tmp_path: Path, *overrides: str) -> str:

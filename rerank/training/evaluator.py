@@ -17,7 +17,9 @@ At the end of every validation, :func:`rerank.selection.select` chooses what the
 it (:meth:`RerankModule.deploy`, saved in its checkpoints), so the tested checkpoint carries the choice made on its
 own validation. At the end of the test, :attr:`Evaluator.report` holds each ranker's test figures (the re-ranker,
 the first stage, the teacher, and the fusions at the tested checkpoint's weights) and their runs are written to the
-run directory (:class:`~rerank.run_directory.RunDirectory`), with the tested checkpoint's validation run.
+run directory (:class:`~rerank.run_directory.RunDirectory`), with the tested checkpoint's validation run. Each
+epoch's validation run is kept beside them (``validation.epoch<N>.run``), so that the choice of the epoch can be
+re-judged on the saved runs (``scripts/split_half_epoch.py``).
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ class Evaluator(pl.Callback):
         pl_module.log_dict(metrics, prog_bar=False)
         _module(pl_module).deploy(selection, reranker)
         self._write(trainer, pl_module, reranker, "validation")  # the latest, while training goes on
+        self._write(trainer, pl_module, reranker, f"validation.epoch{trainer.current_epoch}")  # kept: the epoch study
 
     def on_test_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         module = _module(pl_module)
