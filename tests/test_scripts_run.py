@@ -11,10 +11,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
-from helpers import MINILM_VOCAB, REPO, cranfield_workdir, tiny_bi_encoder
+import yaml
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_bi_encoder
 
-from rerank.data.trec import read_run, write_run
+from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.folds import FoldsConfig, make_split
+from rerank.data.trec import Run, read_run, write_run
+from rerank.evaluation import evaluate
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
 ELSEWHERE = {  # scripts that other test modules run
@@ -57,6 +62,64 @@ def test_every_script_is_run_here() -> None:
             assert path.stem in (REPO / "tests" / elsewhere).read_text(encoding="utf-8"), path.name
         else:
             assert f'"{path.name}"' in named.replace(f'"{path.name}": ', ""), f"no test runs scripts/{path.name}"
+
+
+def epoch_fold(folder: Path, k: int, epochs: list[Run], tested: Run) -> None:
+    """A hand-made fit of test fold ``k`` of a 3-fold Cranfield cv: its config, each epoch's validation run, and the
+    tested checkpoint's."""
+    runs = folder / f"fold{k}" / "runs"
+    runs.mkdir(parents=True)
+    (runs.parent / "config.yaml").write_text(yaml.safe_dump(
+        {"data": {"collection": CRANFIELD, "folds": {"scheme": "kfold", "count": 3, "seed": 7, "test": k}}}))
+    (runs.parent / "metrics.json").write_text("{}")
+    for epoch, run in enumerate(epochs):
+        write_run(run, runs / f"validation.epoch{epoch}.run")
+    write_run(tested, runs / "validation.run")
+
+
+def test_the_epoch_study_chooses_as_its_rules_say_on_the_whole_fold_and_on_halves(workdir: Path,
+                                                                                  tmp_path: Path) -> None:
+    """scripts/split_half_epoch.py. Fold 1: the first epoch is BM25, the second BM25 reversed: every rule but
+    ``last`` keeps the first, on the whole fold and on every half. Fold 2: the first epoch is the second (BM25) with
+    one query ranked ideally and one reversed, a mean gain smaller than its standard error (checked here with the
+    formula, mean(d) <= sd(d) / sqrt(n)): ``best`` takes the first epoch, ``one_se`` the last. A fold whose tested
+    run is not its best epoch's stops the script."""
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    bm25, reversed_ = read_run(workdir / "bm25.run"), read_run(workdir / "reversed.run")
+    validation = {k: sorted(make_split(FoldsConfig(scheme="kfold", count=3, seed=7, test=k), qrels).validation)
+                  for k in (1, 2)}
+
+    def per_query(run: Run, k: int) -> dict[str, float]:
+        judged = {qid: qrels[qid] for qid in validation[k]}
+        return dict(zip(validation[k], evaluate(run, judged, ["nDCG@10"]).values("nDCG@10")))
+
+    queries = validation[2]
+    ideal = {qid: {doc: qrels[qid].get(doc, 0) + score * 1e-6 for doc, score in bm25[qid].items()}
+             for qid in queries if qid in bm25}
+    base, best, worst = per_query(bm25, 2), per_query(bm25 | ideal, 2), per_query(bm25 | reversed_, 2)
+
+    def within_one_se(up: str, down: str) -> bool:
+        difference = np.zeros(len(queries))
+        difference[queries.index(up)] = best[up] - base[up]
+        difference[queries.index(down)] = worst[down] - base[down]
+        return 0 < difference.mean() <= difference.std(ddof=1) / np.sqrt(len(queries))
+
+    up, down = next((up, down) for up in queries for down in queries if up != down and within_one_se(up, down))
+    first = bm25 | {up: ideal[up], down: reversed_[down]}
+    folder = tmp_path / "cv"
+    epoch_fold(folder, 1, [bm25, reversed_], bm25)
+    epoch_fold(folder, 2, [first, bm25], first)
+    lines = script("split_half_epoch.py", str(folder), "--halvings", "5").splitlines()
+    whole = np.mean(list(per_query(bm25, 1).values()))
+    assert lines[0].startswith(f"fold1: {len(validation[1])} queries; epoch 0 {whole:.4f}")
+    assert lines[0].endswith("best chooses epoch 0, one_se chooses epoch 0, last chooses epoch 1")
+    assert lines[2].endswith("best chooses epoch 0, one_se chooses epoch 1, last chooses epoch 1")
+    halves = dict(pair.split() for pair in lines[1].split("split-half ")[1].split(", "))
+    assert halves["best"] == halves["one_se"] > halves["last"]
+    epoch_fold(tmp_path / "wrong", 1, [bm25, reversed_], reversed_)
+    wrong = subprocess.run([sys.executable, str(REPO / "scripts" / "split_half_epoch.py"), str(tmp_path / "wrong")],
+                           capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert wrong.returncode == 1 and "these are not the fit's runs" in wrong.stderr
 
 
 def test_the_memory_benches(tmp_path: Path) -> None:
