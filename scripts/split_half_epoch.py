@@ -103,7 +103,8 @@ def describe(name: str, values: Sequence[np.ndarray]) -> str:
     last = len(values) - 1
     chosen = {rule: chosen_epoch(values, rule) for rule in RULES}
     margins = ", ".join(f"epoch {epoch} {float(np.mean(values[epoch] - values[last])):+.4f} against the last "
-                        f"(two standard errors {resolution(values[epoch], values[last]):.4f})" for epoch in range(last))
+                        f"(one standard error {resolution(values[epoch], values[last]) / 2:.4f})"
+                        for epoch in range(last))
     return (f"{name}: {len(values[0])} queries; " + ", ".join(f"epoch {epoch} {np.mean(per):.4f}"
                                                                for epoch, per in enumerate(values))
             + f"; {margins}; " + ", ".join(f"{rule} chooses epoch {epoch}" for rule, epoch in chosen.items()))
