@@ -8,7 +8,7 @@ score, not a sigmoid of it), plus a model card (``README.md``). With ``onnx``, `
 ``input_ids``, ``attention_mask`` (and ``token_type_ids``) with dynamic batch and sequence axes and returns
 ``scores``, traced from the stock Hugging Face modules; it is checked against PyTorch on sample pairs before
 the folder is published. The folder appears complete or not at all (:func:`rerank.atomic.atomic_directory`).
-``rerank fit`` exports its best checkpoint to ``<output_dir>/model``; ``rerank export`` exports any checkpoint.
+``rerank fit`` exports the weights it tested to ``<output_dir>/model``; ``rerank export`` exports any checkpoint.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/config.yaml               the merged config (``rerank fit --config DIR/config.yaml`` reruns it)
     DIR/first_stage.trec          the first-stage candidates of every query
     DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
-    DIR/checkpoints/best.ckpt     best on evaluation.selection.measure;  last.ckpt: for resuming
+    DIR/checkpoints/best.ckpt     best on evaluation.selection.measure;  last.ckpt: for resuming (the tested
+                                  weights: evaluation.selection.epoch, rerank.training.evaluator)
     DIR/runs/validation.run       the tested checkpoint's validation run, whose figures chose the deployed ranker
                                   (the latest epoch's while training runs);  validation.epoch<N>.run: each
                                   epoch's (its last validation);  test.run, test.interpolated.run,
@@ -15,7 +16,7 @@ A **run directory** (``rerank fit --output_dir DIR``)::
                                    "teacher_bi_encoder": {...}, "interpolated": {"w": ..., ...},
                                    "fused": {"w_reranker": ..., "w_teacher": ..., "w_first_stage": ..., ...},
                                    "deployment": {"ranker": ..., "weights": ..., ...}}
-    DIR/model/                    the best checkpoint, exported with its deployed ranker (rerank.deployment)
+    DIR/model/                    the tested weights, exported with their deployed ranker (rerank.deployment)
 
 A **cross-validation directory** (``rerank cv --output_dir DIR``)::
 

@@ -47,6 +47,8 @@ CHECKS = ("one_se", "cross_fit")
 """How ``deploy: auto`` checks its choice against the teacher alone (:class:`SelectionRules`)."""
 CROSS_FIT_PARTS = 5
 """The parts of the validation queries that ``check: cross_fit`` holds out in turn."""
+EPOCHS = ("one_se", "best")
+"""How a fit chooses the checkpoint it tests (:class:`SelectionRules`, :func:`chosen_epoch`)."""
 
 
 @dataclass(frozen=True)
@@ -63,9 +65,11 @@ class SelectionRules:
         check: how ``auto`` keeps its choice over the teacher alone: ``one_se``, the choice beats it by one standard
             error on the queries it was chosen on; ``cross_fit``, the search beats it on queries it did not see
             (:func:`cross_fitted`).
+        epoch: which validated weights the fit tests, deploys and exports (:func:`chosen_epoch`): ``one_se``, the
+            last unless the best beats them by one standard error; ``best``, the highest figure.
 
     Raises:
-        ValueError: ``deploy`` or ``check`` unknown, or a fusion without ``interpolate``.
+        ValueError: ``deploy``, ``check`` or ``epoch`` unknown, or a fusion without ``interpolate``.
     """
 
     measure: str = "nDCG@20"
@@ -73,10 +77,13 @@ class SelectionRules:
     grid: Sequence[float] = DEFAULT_GRID
     deploy: str = "auto"
     check: str = "one_se"
+    epoch: str = "one_se"
 
     def __post_init__(self) -> None:
         if self.check not in CHECKS:
             raise ValueError(f"evaluation.selection.check must be one of {', '.join(CHECKS)}; got {self.check!r}")
+        if self.epoch not in EPOCHS:
+            raise ValueError(f"evaluation.selection.epoch must be one of {', '.join(EPOCHS)}; got {self.epoch!r}")
         if self.deploy not in ("auto", *RANKERS):
             raise ValueError(f"evaluation.selection.deploy must be auto or one of {', '.join(RANKERS)}; "
                              f"got {self.deploy!r}")
@@ -207,3 +214,23 @@ def select(runs: ValidationRuns, qrels: Qrels, rules: SelectionRules) -> Selecti
                             measure=measure, validation=dict(figure), excluded=found.excluded,
                             queries=len(qrels), resolution=fineness)
     return Selection(figure, found.interpolation_weight, fusion_weights, deployment)
+
+
+def chosen_epoch(values: Sequence[Sequence[float]], rule: str) -> int:
+    """Which of a fit's validations (0-based, in order) gives the weights it tests, from each one's per-query
+    figures on the same queries: ``best``, the highest mean (the first of equals, as ``ModelCheckpoint`` in mode max
+    keeps it); ``one_se``, the last, unless the best beats it by more than one standard error of their per-query
+    difference (:func:`~rerank.deployment.beats_teacher`'s test, the last validation in the teacher's place: the
+    schedule's end point is the simpler choice; adopted on split halves of validation, docs/experiments/ablations.md
+    "Choosing the epoch").
+
+    Raises:
+        ValueError: ``rule`` unknown, or no validation.
+    """
+    if rule not in EPOCHS or not values:
+        raise ValueError(f"chosen_epoch: rule {rule!r} (one of {', '.join(EPOCHS)}) on {len(values)} validations")
+    means = [sum(per) / len(per) if len(per) else 0.0 for per in values]
+    best = means.index(max(means))
+    if rule == "best" or beats_teacher(values[best], values[-1]):
+        return best
+    return len(values) - 1

@@ -3,12 +3,12 @@
 A fit tests the checkpoint of the epoch whose pure re-ranker scores the highest validation figure (``best``:
 Lightning's ``ModelCheckpoint``, mode max, so a later epoch must be strictly higher). This script re-judges that
 choice on the runs a ``rerank cv`` folder keeps of every epoch (``fold<k>/runs/validation.epoch<N>.run``). The rules
-(:data:`RULES`, :func:`chosen_epoch`):
+(:data:`RULES`, :func:`epoch_of`):
 
-- ``best``: the epoch with the highest mean (the first of equals);
-- ``one_se``: the last epoch, unless an earlier one beats it by more than one standard error of the mean per-query
-  difference (:func:`rerank.deployment.beats_teacher`'s test, the last epoch in the teacher's place); among earlier
-  epochs that do, the best;
+- ``best``: the epoch with the highest mean (the first of equals), the fits' rule before 2026-11-29;
+- ``one_se``: the last epoch, unless the best beats it by more than one standard error of the mean per-query
+  difference, the fits' rule since (:func:`rerank.selection.chosen_epoch`; with two epochs, the rule as
+  pre-registered: an earlier epoch that beats the last so, the best of them);
 - ``last``: the last epoch, no choice.
 
 For each fold, the judged validation queries are split in two at random (``--halvings`` times, seeded by the fold);
@@ -35,25 +35,18 @@ import yaml
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Qrels, read_qrels, read_run
-from rerank.deployment import beats_teacher, resolution
+from rerank.deployment import resolution
 from rerank.evaluation import evaluate
+from rerank.selection import chosen_epoch
 
 RULES = ("best", "one_se", "last")
 """The epoch choices compared (module docstring); ``best`` is the fits'."""
 
 
-def chosen_epoch(values: Sequence[np.ndarray], rule: str) -> int:
-    """The epoch (0-based) ``rule`` chooses from each epoch's per-query values on the same queries."""
-    means = [float(np.mean(per)) for per in values]
-    last = len(values) - 1
-    if rule == "best":
-        return means.index(max(means))
-    if rule == "one_se":
-        beating = [epoch for epoch in range(last) if beats_teacher(values[epoch], values[last])]
-        return max(beating, key=lambda epoch: (means[epoch], -epoch)) if beating else last
-    if rule == "last":
-        return last
-    raise ValueError(f"unknown rule {rule!r}: one of {', '.join(RULES)}")
+def epoch_of(values: Sequence[np.ndarray], rule: str) -> int:
+    """The epoch (0-based) ``rule`` chooses from each epoch's per-query values on the same queries: ``last``, or the
+    fits' own choice (:func:`rerank.selection.chosen_epoch`)."""
+    return len(values) - 1 if rule == "last" else chosen_epoch(values, rule)
 
 
 def split_half(values: Sequence[np.ndarray], halvings: int, seed: int) -> dict[str, float]:
@@ -67,7 +60,7 @@ def split_half(values: Sequence[np.ndarray], halvings: int, seed: int) -> dict[s
         halves = np.array(order[: count // 2]), np.array(order[count // 2:])
         for pick, judge in (halves, halves[::-1]):
             for rule in RULES:
-                epoch = chosen_epoch([per[pick] for per in values], rule)
+                epoch = epoch_of([per[pick] for per in values], rule)
                 held_out[rule].append(float(np.mean(values[epoch][judge])))
     return {rule: float(np.mean(figures)) for rule, figures in held_out.items()}
 
@@ -91,7 +84,7 @@ def read_fold(path: Path, qrels: Qrels | None, measure: str) -> tuple[list[np.nd
     judged = {qid: qrels[qid] for qid in queries}
     values = [np.array(evaluate(run, judged, [measure]).values(measure)) for run in runs]
     tested = read_run(path / "runs" / "validation.run")
-    best = chosen_epoch(values, "best")
+    best = epoch_of(values, "best")
     if runs[best] != tested:
         sys.exit(f"{path}: best is epoch {best} on these runs, but runs/validation.run (the tested checkpoint's) is "
                  "not its validation run: these are not the fit's runs")
@@ -101,7 +94,7 @@ def read_fold(path: Path, qrels: Qrels | None, measure: str) -> tuple[list[np.nd
 def describe(name: str, values: Sequence[np.ndarray]) -> str:
     """The fold's epochs on its whole validation fold, and each rule's choice there."""
     last = len(values) - 1
-    chosen = {rule: chosen_epoch(values, rule) for rule in RULES}
+    chosen = {rule: epoch_of(values, rule) for rule in RULES}
     margins = ", ".join(f"epoch {epoch} {float(np.mean(values[epoch] - values[last])):+.4f} against the last "
                         f"(one standard error {resolution(values[epoch], values[last]) / 2:.4f})"
                         for epoch in range(last))

@@ -11,7 +11,7 @@ import pytest
 from rerank.deployment import TEACHER_ALONE, beats_teacher
 from rerank.evaluation import evaluate
 from rerank.interpolation import DEFAULT_GRID, fuse, interpolate, simplex
-from rerank.selection import CROSS_FIT_PARTS, SelectionRules, ValidationRuns, cross_fitted, select
+from rerank.selection import CROSS_FIT_PARTS, SelectionRules, ValidationRuns, chosen_epoch, cross_fitted, select
 from rerank.teacher import TeacherConfig
 
 BI_ENCODER = TeacherConfig(bi_encoder="sentence-transformers/all-MiniLM-L6-v2", first_stage_weight=0.4)
@@ -129,3 +129,23 @@ def test_the_cross_fitted_check_measures_each_part_on_the_choice_made_without_it
         else:
             assert chosen.deployment.weights == TEACHER_ALONE
     assert outcomes == {True, False}
+
+
+@pytest.mark.parametrize(("gains", "one_se"), [
+    ([0.3, 0.3, 0.0, 0.0], 0),  # ahead on two queries of four: mean 0.15 against a standard error of 0.087
+    ([0.3, 0.0, 0.0, -0.02], 2),  # on one, a little behind on another: mean 0.07, a standard error of 0.077
+    ([0.3, -0.2, 0.0, 0.0], 2),  # ahead on the mean (0.025), within its standard error (0.11)
+    ([-0.1, 0.0, 0.0, 0.0], 2),  # behind
+])
+def test_the_chosen_epoch_is_the_last_unless_the_best_beats_it_by_one_standard_error(gains: list[float],
+                                                                                    one_se: int) -> None:
+    """Epochs 0 and 1 equal, epoch 2 the last: epoch 0 differs from it by ``gains``. ``best`` takes the highest mean,
+    the first of equals; ``one_se`` the last unless mean(d) > sd(d) / sqrt(n), here by hand."""
+    last = [0.5, 0.4, 0.6, 0.3]
+    first = [value + gain for value, gain in zip(last, gains)]
+    values = [first, first, last]
+    assert chosen_epoch(values, "one_se") == one_se
+    assert chosen_epoch(values, "best") == (0 if sum(gains) > 0 else 2)
+    assert chosen_epoch([last, last], "best") == 0 and chosen_epoch([last, last], "one_se") == 1
+    with pytest.raises(ValueError, match="rule 'worst'"):
+        chosen_epoch(values, "worst")

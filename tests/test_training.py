@@ -7,13 +7,16 @@ ir_datasets cache with a bm25s first stage written once per module.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
 from itertools import islice
 from pathlib import Path
+from types import SimpleNamespace
 
 import lightning.pytorch as pl
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -28,7 +31,7 @@ from rerank.first_stage import FirstStageConfig
 from rerank.model.tokenization import TokenizationConfig
 from rerank.selection import SelectionRules
 from rerank.training.datamodule import RerankDataModule
-from rerank.training.evaluator import Evaluator
+from rerank.training.evaluator import Evaluator, Validated, evaluator_of
 from rerank.training.lightning_module import RerankModule
 from rerank.training.optimizer import OptimizerSettings
 
@@ -174,6 +177,40 @@ def test_the_tested_checkpoints_validation_run_is_the_one_written(workdir: Path,
     assert module.deployment.validation["reranker"] == chosen
 
 
+def test_the_evaluator_keeps_each_validations_per_query_figures_and_tests_the_weights_its_rule_chooses(
+        workdir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Two validations with other weights between them: the evaluator keeps each one's per-query figures (trec_eval's
+    on the run it wrote), and a checkpoint's state carries them. Then which weights are tested, on hand-made
+    validations: the best checkpoint where it beats the last by one standard error (or under ``epoch: best``), else
+    the weights the fit ended with (None), unless the last validation did not come at the last step."""
+    data = data_module(workdir, tmp_path)
+    module = rerank_module(data, loss="listnet")
+    validator = trainer(tmp_path, limit_val_batches=1.0)
+    evaluation = evaluator_of(validator)
+    judged, written = data.judgments("validation"), []
+    for _ in range(2):
+        validator.validate(module, datamodule=data)
+        written.append(evaluate(read_run(tmp_path / "runs" / "validation.run"), judged, ["nDCG@20"]).values("nDCG@20"))
+        with torch.no_grad():
+            for parameter in module.model.parameters():
+                parameter.add_(0.05 * torch.randn_like(parameter))
+    assert [validated.values for validated in evaluation.validations] == written and written[0] != written[1]
+    restored = Evaluator()
+    restored.load_state_dict(evaluation.state_dict())
+    assert restored.validations == evaluation.validations
+    last, ahead, close = [0.5, 0.4, 0.6, 0.3], [0.8, 0.7, 0.6, 0.3], [0.8, 0.4, 0.6, 0.28]
+    ended = SimpleNamespace(global_step=20, is_global_zero=True)
+    for values, rule, step, tested in ((ahead, "one_se", 20, "best.ckpt"), (close, "one_se", 20, None),
+                                       (close, "best", 20, "best.ckpt"), (close, "one_se", 25, "best.ckpt")):
+        chooser = Evaluator(selection=SelectionRules(epoch=rule))
+        chooser.validations = [Validated(0, 10, values), Validated(1, step, last)]
+        with caplog.at_level(logging.INFO, logger="rerank.training.evaluator"):
+            assert chooser.tested(ended, "best.ckpt") == tested
+        assert chooser.choice.startswith(f"the weights of epoch {1 if tested else 2}, by evaluation.selection.epoch "
+                                         f"{rule} on 4 validation queries (nDCG@20: epoch 1 ")
+    assert "the last validation (step 25) did not come at the end of training (step 20)" in caplog.text
+
+
 def test_two_processes_give_the_same_validation_metrics_as_one(workdir: Path, tmp_path: Path) -> None:
     results = {}
     for devices in (1, 2):
@@ -247,17 +284,23 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
 
 def assert_each_epochs_validation_run_is_kept(output: Path, log: str) -> None:
     """runs/validation.epoch<N>.run holds epoch N's validation: trec_eval on it gives the figure the fit logged for
-    that epoch, and the tested checkpoint's (runs/validation.run, whose figure chose the deployment) is one of them."""
+    that epoch. The tested weights' (runs/validation.run, whose figure chose the deployment) are the epoch that
+    ``evaluation.selection.epoch: one_se`` gives, by hand: the last unless the best beats it by one standard
+    error."""
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
     measure = json.loads((output / "metrics.json").read_text())["deployment"]["measure"]
     logged = [float(line.split(f"{measure}: reranker ")[1].split(",")[0])
               for line in log.splitlines() if "validation, epoch" in line]
     runs = [read_run(output / "runs" / f"validation.epoch{epoch}.run") for epoch in range(len(logged))]
     assert len(runs) == 2 and runs[0] != runs[1]  # two epochs, other weights
-    for run, figure in zip(runs, logged):
-        assert evaluate(run, {qid: qrels[qid] for qid in run}, [measure]).mean[measure] == pytest.approx(figure,
-                                                                                                       abs=5e-5)
-    assert read_run(output / "runs" / "validation.run") in runs
+    values = [np.array(evaluate(run, {qid: qrels[qid] for qid in sorted(run)}, [measure]).values(measure))
+              for run in runs]
+    for per, figure in zip(values, logged):
+        assert per.mean() == pytest.approx(figure, abs=5e-5)
+    difference = values[0] - values[1]
+    first = difference.mean() > difference.std(ddof=1) / np.sqrt(len(difference))
+    assert read_run(output / "runs" / "validation.run") == runs[0 if first else 1]
+    assert f"tested: the weights of epoch {1 if first else 2}, by evaluation.selection.epoch one_se" in log
 
 
 def fit_fails(workdir: Path, tmp_path: Path, *overrides: str) -> str:

@@ -4,7 +4,7 @@ schema read it before any command loads)."""
 from __future__ import annotations
 
 COMMANDS = {
-    "fit": "train a re-ranker, test its best checkpoint, export it",
+    "fit": "train a re-ranker, test the weights chosen on validation, export them",
     "cv": "cross-validate: one fit per test fold, then the runs and metrics over all folds",
     "predict": "re-rank a run with a trained model, on one device or many",
     "serve": "serve a trained model's deployed ranker over HTTP (Cohere's and text-embeddings-inference's APIs)",

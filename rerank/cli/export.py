@@ -3,7 +3,7 @@
 Writes the folder of :mod:`rerank.export` (transformers / sentence-transformers layout, the tokenization the
 model was trained with, a model card, optionally ONNX) from any ``rerank fit`` checkpoint; facts for the model
 card (data, metrics, command) come from the checkpoint's run directory when it has them. The folder appears
-complete or not at all. (``rerank fit`` exports its best checkpoint to ``<output_dir>/model`` by itself.)
+complete or not at all. (``rerank fit`` exports the weights it tested to ``<output_dir>/model`` by itself.)
 """
 
 from __future__ import annotations

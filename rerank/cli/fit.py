@@ -1,4 +1,4 @@
-"""Train a re-ranker, test its best checkpoint, export it: ``rerank fit --config robust04.yaml --output_dir DIR``.
+"""Train a re-ranker, test the weights chosen on validation, export them: ``rerank fit --config robust04.yaml``.
 
 Every Trainer option works from the command line or the YAML (``--trainer.precision bf16-mixed``,
 ``--trainer.accumulate_grad_batches 8``, ``--trainer.devices 4 --trainer.strategy ddp``,
@@ -9,8 +9,10 @@ section runs a first, judgment-free stage, cached across folds and re-runs (:mod
 ``DIR`` receives what :class:`~rerank.run_directory.RunDirectory` lays out: the merged config, the first-stage run,
 checkpoints (``best.ckpt`` on ``evaluation.selection.measure``, ``last.ckpt`` every
 ``last_checkpoint.every_n_train_steps`` steps), the validation and test runs, ``metrics.json`` and ``model/``, the
-best checkpoint exported (:mod:`rerank.export`) with the ranker chosen on validation (:mod:`rerank.selection`, by
-the ``evaluation:`` callback, :mod:`rerank.training.evaluator`). The
+tested weights exported (:mod:`rerank.export`) with the ranker chosen on validation (:mod:`rerank.selection`, by
+the ``evaluation:`` callback, :mod:`rerank.training.evaluator`). The weights tested are the fit's last unless the
+best checkpoint beats them on validation by one standard error (``evaluation.selection.epoch``,
+:meth:`~rerank.training.evaluator.Evaluator.tested`). The
 run ends with a summary (:mod:`rerank.cli.summary`): each ranker's test figure beside the first stage and the
 teachers, the deployed one marked, the model's folder and the command to use it. After a crash, the same command
 with ``--ckpt_path last`` resumes where ``last.ckpt`` left off.
@@ -45,7 +47,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> Metrics:
-    """Train, test the best checkpoint, write ``metrics.json`` and export; returns the test metrics."""
+    """Train, test the weights chosen on validation, write ``metrics.json`` and export; returns the test metrics."""
     configure_logging(hold=True)
     arguments = sys.argv[1:] if argv is None else argv
     cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)
@@ -67,9 +69,9 @@ def main(argv: list[str] | None = None) -> Metrics:
                     handle.write(cli.parser.dump(cli.config))
         # checkpoints hold tensors and plain values only: loaded without unpickling arbitrary objects
         trainer.fit(model, datamodule=data, ckpt_path=cli.config.ckpt_path, weights_only=True)
-        best = cli.config_init.checkpoint.best_model_path
-        trainer.test(model, datamodule=data, ckpt_path=best or None, weights_only=True, verbose=False)
         evaluation = evaluator_of(trainer)
+        tested = evaluation.tested(trainer, cli.config_init.checkpoint.best_model_path)  # None: the last weights
+        trainer.test(model, datamodule=data, ckpt_path=tested, weights_only=True, verbose=False)
         if trainer.is_global_zero:
             directory.write_metrics(evaluation.report, model.deployment.as_dict())
             options = cli.config.as_dict()
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> Metrics:
                     "metrics": card_metrics(evaluation.report), "command": shlex.join(["rerank", "fit", *arguments])}
             export(model.model, directory.model, card, deployment=model.deployment)
             show(fit_summary(evaluation.report, model.deployment, directory, evaluation.selection.measure,
-                             len(data.judgments("test"))))
+                             len(data.judgments("test")), evaluation.choice))
     return evaluation.report
 
 

@@ -28,9 +28,10 @@ MARK = "<- deployed"
 
 
 def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, directory: RunDirectory,
-                measure: str, queries: int) -> list[str | Table]:
+                measure: str, queries: int, tested: str = "") -> list[str | Table]:
     """The end of ``rerank fit``: the test figure of each ranker on ``measure`` (with the validation figure the
-    choice was made on), the deployed one marked, its warnings, the model's folder and the command to use it."""
+    choice was made on), which weights were tested (``tested``, in words), the deployed one marked, its warnings,
+    the model's folder and the command to use it."""
     table = Table(title=f"{measure} on the {queries} judged test queries (and on validation)", title_justify="left")
     for column, justify in (("ranker", "left"), ("weights", "left"), ("test", "right"), ("validation", "right"),
                             ("", "left")):
@@ -41,7 +42,8 @@ def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, di
         validation = deployment.validation.get(system)
         table.add_row(name, weights(metrics[system]), f"{metrics[system][measure]:.4f}",
                       "" if validation is None else f"{validation:.4f}", MARK if system == deployment.ranker else "")
-    lines: list[str | Table] = [table, f"deployed: {deployment.describe()}: {rule(deployment)}"
+    lines: list[str | Table] = [table, *([f"tested: {tested}"] if tested else []),
+                                f"deployed: {deployment.describe()}: {rule(deployment)}"
                                 + (f", on {deployment.queries} validation queries" if deployment.queries else "")]
     lines += [f"warning: {line}" for line in deployment.warnings()]
     model = directory.model

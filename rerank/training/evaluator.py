@@ -12,24 +12,31 @@ qrels, which the data module gives (``judgments``; the teacher's scores of the s
         measure: nDCG@10                           # chooses the checkpoint, the weights and the deployed ranker
         interpolate: true                          # also measure the fusions (interpolated; fused with a teacher)
         deploy: auto                               # or the ranker to deploy whatever validation says
+        epoch: one_se                              # the weights tested: the last unless the best beats them
 
 At the end of every validation, :func:`rerank.selection.select` chooses what the module deploys; the module keeps
-it (:meth:`RerankModule.deploy`, saved in its checkpoints), so the tested checkpoint carries the choice made on its
-own validation. At the end of the test, :attr:`Evaluator.report` holds each ranker's test figures (the re-ranker,
-the first stage, the teacher, and the fusions at the tested checkpoint's weights) and their runs are written to the
-run directory (:class:`~rerank.run_directory.RunDirectory`), with the tested checkpoint's validation run. Each
-epoch's validation run is kept beside them (``validation.epoch<N>.run``), so that the choice of the epoch can be
-re-judged on the saved runs (``scripts/split_half_epoch.py``).
+it (:meth:`RerankModule.deploy`, saved in its checkpoints), so the tested weights carry the choice made on their
+own validation. The evaluator also keeps each validation's per-query figures (:class:`Validated`, in its
+checkpointed state), from which :meth:`Evaluator.tested` chooses the weights the fit tests
+(:func:`rerank.selection.chosen_epoch`). At the end of the test, :attr:`Evaluator.report` holds each ranker's test
+figures (the re-ranker, the first stage, the teacher, and the fusions at the tested weights) and their runs are
+written to the run directory (:class:`~rerank.run_directory.RunDirectory`), with the tested weights' validation run.
+Each epoch's validation run is kept beside them (``validation.epoch<N>.run``), so that the choice of the epoch can
+be re-judged on the saved runs (``scripts/split_half_epoch.py``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+import numpy as np
 import torch.distributed as dist
 
 from ..data.trec import Qrels, Run, write_run
@@ -37,7 +44,7 @@ from ..errors import UserError
 from ..evaluation import METRICS, evaluate, trec_measure
 from ..interpolation import fuse, interpolate
 from ..run_directory import Metrics, RunDirectory
-from ..selection import FUSED, SelectionRules, ValidationRuns, select
+from ..selection import FUSED, SelectionRules, ValidationRuns, chosen_epoch, select
 from ..teacher import TeacherRuns
 from .lightning_module import RerankModule, Scored
 
@@ -62,6 +69,10 @@ class Evaluator(pl.Callback):
         _check(self.metrics, self.selection)
         self.report: Metrics = {}
         """The test figures of every ranker (after ``trainer.test``), as ``metrics.json`` stores them."""
+        self.validations: list[Validated] = []
+        """Each validation of the fit so far, in order (kept in checkpoints: a resumed fit has them all)."""
+        self.choice = ""
+        """Which validation's weights were tested and why, in words (after :meth:`tested`)."""
         self._rows: Scored = []
 
     def on_validation_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any,
@@ -93,6 +104,8 @@ class Evaluator(pl.Callback):
             logger.info("validation, epoch %d, %s: %s", trainer.current_epoch, measure,
                         ", ".join(f"{name} {value:.4f}" for name, value in figures.items()))
         pl_module.log_dict(metrics, prog_bar=False)
+        self.validations.append(Validated(trainer.current_epoch, trainer.global_step,
+                                          evaluate(reranker, qrels, [measure]).values(measure)))
         _module(pl_module).deploy(selection, reranker)
         self._write(trainer, pl_module, reranker, "validation")  # the latest, while training goes on
         self._write(trainer, pl_module, reranker, f"validation.epoch{trainer.current_epoch}")  # kept: the epoch study
@@ -125,6 +138,32 @@ class Evaluator(pl.Callback):
         self.report = report
         pl_module.log_dict({f"test/{system}/{name}": value for system, values in report.items()
                             for name, value in values.items()})
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"validations": [dataclasses.asdict(validated) for validated in self.validations]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.validations = [Validated(**validated) for validated in state_dict.get("validations", [])]
+
+    def tested(self, trainer: pl.Trainer, best: str) -> str | None:
+        """The checkpoint the fit tests, by ``selection.epoch`` (:func:`~rerank.selection.chosen_epoch`) over its
+        validations: ``best`` (the best checkpoint's path), or None for the weights the fit ended with, the last
+        validation's. Those are kept only when the last validation came at the last step; otherwise the best
+        checkpoint is tested, said in the log. Sets :attr:`choice`, the choice in words."""
+        if not self.validations or not best:
+            return best or None
+        values = [validated.values for validated in self.validations]
+        chosen = chosen_epoch(values, self.selection.epoch)
+        last = self.validations[-1]
+        if chosen == len(values) - 1 and last.step != trainer.global_step:
+            logger.warning("evaluation.selection.epoch %s: the last validation (step %d) did not come at the end of "
+                           "training (step %d), so its weights are not kept: the best checkpoint is tested",
+                           self.selection.epoch, last.step, trainer.global_step)
+            chosen = chosen_epoch(values, "best")
+        self.choice = epoch_choice(self.validations, chosen, self.selection)
+        if trainer.is_global_zero:
+            logger.info("tested: %s", self.choice)
+        return None if chosen == len(values) - 1 and last.step == trainer.global_step else best
 
     def _gather(self, trainer: pl.Trainer) -> tuple[Run, Run]:
         """The re-ranker's and the first stage's runs over the pairs that every process scored."""
@@ -193,3 +232,33 @@ def _check(metrics: Sequence[str], selection: SelectionRules) -> None:
     if selection.measure not in metrics:
         raise ValueError(f"evaluation.selection.measure {selection.measure!r} must be one of evaluation.metrics "
                          f"{list(metrics)}")
+
+
+@dataclass(frozen=True)
+class Validated:
+    """One validation of a fit: its epoch (0-based), the global step it came after, and the re-ranker's per-query
+    values of ``selection.measure`` on the validation queries (in query-id order)."""
+
+    epoch: int
+    step: int
+    values: list[float]
+
+
+def epoch_choice(validations: Sequence[Validated], chosen: int, selection: SelectionRules) -> str:
+    """Which of ``validations`` gave the tested weights, and why, in words: each one's mean, the margin of the best
+    over the last and its standard error, on how many queries."""
+    values = [validated.values for validated in validations]
+    means = [float(np.mean(per)) for per in values]
+    best, last = means.index(max(means)), len(values) - 1
+    once = len({validated.epoch for validated in validations}) == len(validations)
+    label = [f"epoch {validated.epoch + 1}" if once else f"validation {index + 1} (step {validated.step})"
+             for index, validated in enumerate(validations)]
+    text = (f"the weights of {label[chosen]}, by evaluation.selection.epoch {selection.epoch} on {len(values[0])} "
+            f"validation queries ({selection.measure}: "
+            + ", ".join(f"{label[index]} {mean:.4f}" for index, mean in enumerate(means)) + ")")
+    if best == last or selection.epoch == "best":
+        return text
+    error = float(np.std(np.subtract(values[best], values[last]), ddof=1)) / math.sqrt(len(values[last]))
+    relation = "more" if chosen == best else "no more"
+    return (f"{text}: {label[best]} ahead of the last by {means[best] - means[last]:.4f}, {relation} than one "
+            f"standard error ({error:.4f})")
