@@ -7,7 +7,7 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/teacher.trec              (rerank teacher) a teacher's scores of the first-stage candidates
     DIR/checkpoints/best.ckpt     best on evaluation.selection.measure;  last.ckpt: for resuming (the tested
                                   weights: evaluation.selection.epoch, rerank.training.evaluator)
-    DIR/runs/validation.run       the tested checkpoint's validation run, whose figures chose the deployed ranker
+    DIR/runs/validation.run       the tested weights' validation run, whose figures chose the deployed ranker
                                   (the latest epoch's while training runs);  validation.epoch<N>.run: each
                                   epoch's (its last validation);  test.run, test.interpolated.run,
                                   test.fused.run, test.teacher.run (the teacher's scores of the test candidates),
