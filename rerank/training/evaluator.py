@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ import numpy as np
 import torch.distributed as dist
 
 from ..data.trec import Qrels, Run, write_run
+from ..deployment import beats_teacher, resolution
 from ..errors import UserError
 from ..evaluation import METRICS, evaluate, trec_measure
 from ..interpolation import fuse, interpolate
@@ -258,7 +258,6 @@ def epoch_choice(validations: Sequence[Validated], chosen: int, selection: Selec
             + ", ".join(f"{label[index]} {mean:.4f}" for index, mean in enumerate(means)) + ")")
     if best == last or selection.epoch == "best":
         return text
-    error = float(np.std(np.subtract(values[best], values[last]), ddof=1)) / math.sqrt(len(values[last]))
-    relation = "more" if chosen == best else "no more"
+    relation = "more" if beats_teacher(values[best], values[last]) else "no more"
     return (f"{text}: {label[best]} ahead of the last by {means[best] - means[last]:.4f}, {relation} than one "
-            f"standard error ({error:.4f})")
+            f"standard error ({(resolution(values[best], values[last]) or 0.0) / 2:.4f})")
