@@ -14,8 +14,9 @@ choice on the runs a ``rerank cv`` folder keeps of every epoch (``fold<k>/runs/v
 For each fold, the judged validation queries are split in two at random (``--halvings`` times, seeded by the fold);
 each rule chooses on one half and is measured on the other, both ways round. A rule's estimate is the mean of
 ``--measure`` over folds, halvings and halves (docs/experiments/ablations.md, "Choosing the epoch"). The script first
-checks that ``best`` on the whole fold gives the epoch the fit tested (its ``runs/validation.run``) and stops
-otherwise. It needs each fold's ``config.yaml`` (its collection and folds) and runs; the qrels are the collection's
+checks that the fit's own rule (its ``evaluation.selection.epoch``; ``best`` for fits made before the option) on the
+whole fold gives the epoch the fit tested (its ``runs/validation.run``) and stops otherwise. It needs each fold's
+``config.yaml`` (its collection and folds) and runs; the qrels are the collection's
 that the fits read (``--qrels`` to give a file)::
 
     python scripts/split_half_epoch.py runs/cranfield
@@ -67,9 +68,10 @@ def split_half(values: Sequence[np.ndarray], halvings: int, seed: int) -> dict[s
 
 def read_fold(path: Path, qrels: Qrels | None, measure: str) -> tuple[list[np.ndarray], Qrels]:
     """Each epoch's per-query ``measure`` on the fold's judged validation queries (sorted; 0 for a query absent from
-    a run, as the fit counts it), after checking that ``best`` gives the epoch the fit tested (or the script stops).
+    a run, as the fit counts it), after checking that the fit's rule gives the epoch it tested (or the script stops).
     Returns the values and the qrels read."""
-    data = yaml.safe_load((path / "config.yaml").read_text())["data"]
+    config = yaml.safe_load((path / "config.yaml").read_text())
+    data = config["data"]
     if qrels is None:
         qrels = Collection(as_collection_config(data["collection"], "data.collection")).qrels
     queries = sorted(make_split(FoldsConfig(**data["folds"]), qrels).validation)
@@ -84,10 +86,11 @@ def read_fold(path: Path, qrels: Qrels | None, measure: str) -> tuple[list[np.nd
     judged = {qid: qrels[qid] for qid in queries}
     values = [np.array(evaluate(run, judged, [measure]).values(measure)) for run in runs]
     tested = read_run(path / "runs" / "validation.run")
-    best = epoch_of(values, "best")
-    if runs[best] != tested:
-        sys.exit(f"{path}: best is epoch {best} on these runs, but runs/validation.run (the tested checkpoint's) is "
-                 "not its validation run: these are not the fit's runs")
+    rule = ((config.get("evaluation") or {}).get("selection") or {}).get("epoch", "best")
+    fits = epoch_of(values, rule)
+    if runs[fits] != tested:
+        sys.exit(f"{path}: its rule ({rule}) tests epoch {fits} on these runs, but runs/validation.run (the tested "
+                 "weights') is not its validation run: these are not the fit's runs")
     return values, qrels
 
 

@@ -64,13 +64,15 @@ def test_every_script_is_run_here() -> None:
             assert f'"{path.name}"' in named.replace(f'"{path.name}": ', ""), f"no test runs scripts/{path.name}"
 
 
-def epoch_fold(folder: Path, k: int, epochs: list[Run], tested: Run) -> None:
-    """A hand-made fit of test fold ``k`` of a 3-fold Cranfield cv: its config, each epoch's validation run, and the
-    tested checkpoint's."""
+def epoch_fold(folder: Path, k: int, epochs: list[Run], tested: Run, rule: str | None = None) -> None:
+    """A hand-made fit of test fold ``k`` of a 3-fold Cranfield cv: its config (with ``evaluation.selection.epoch``
+    ``rule``, or none as before the option), each epoch's validation run, and the tested weights'."""
     runs = folder / f"fold{k}" / "runs"
     runs.mkdir(parents=True)
-    (runs.parent / "config.yaml").write_text(yaml.safe_dump(
-        {"data": {"collection": CRANFIELD, "folds": {"scheme": "kfold", "count": 3, "seed": 7, "test": k}}}))
+    config = {"data": {"collection": CRANFIELD, "folds": {"scheme": "kfold", "count": 3, "seed": 7, "test": k}}}
+    if rule is not None:
+        config["evaluation"] = {"selection": {"epoch": rule}}
+    (runs.parent / "config.yaml").write_text(yaml.safe_dump(config))
     (runs.parent / "metrics.json").write_text("{}")
     for epoch, run in enumerate(epochs):
         write_run(run, runs / f"validation.epoch{epoch}.run")
@@ -120,6 +122,8 @@ def test_the_epoch_study_chooses_as_its_rules_say_on_the_whole_fold_and_on_halve
     wrong = subprocess.run([sys.executable, str(REPO / "scripts" / "split_half_epoch.py"), str(tmp_path / "wrong")],
                            capture_output=True, text=True, cwd=REPO, timeout=600)
     assert wrong.returncode == 1 and "these are not the fit's runs" in wrong.stderr
+    epoch_fold(tmp_path / "one_se", 2, [first, bm25], bm25, rule="one_se")  # a fit under one_se tested the last
+    assert "one_se chooses epoch 1" in script("split_half_epoch.py", str(tmp_path / "one_se"), "--halvings", "2")
 
 
 def test_the_memory_benches(tmp_path: Path) -> None:
