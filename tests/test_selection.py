@@ -149,3 +149,5 @@ def test_the_chosen_epoch_is_the_last_unless_the_best_beats_it_by_one_standard_e
     assert chosen_epoch([last, last], "best") == 0 and chosen_epoch([last, last], "one_se") == 1
     with pytest.raises(ValueError, match="rule 'worst'"):
         chosen_epoch(values, "worst")
+    with pytest.raises(ValueError, match="evaluation.selection.epoch must be one of one_se, best; got 'worst'"):
+        SelectionRules(epoch="worst")
