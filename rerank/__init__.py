@@ -29,20 +29,20 @@ if TYPE_CHECKING:
     from .cli import run_command
     from .cli.arguments import from_config
     from .cli.configs import resolve_config_path
+    from .config.optimizer import OptimizerSettings
+    from .config.selection import SelectionRules
+    from .config.tokenization import TokenizationConfig
     from .data.collection import CollectionConfig
     from .data.folds import FoldsConfig
     from .evaluation import evaluate
     from .first_stage.config import FirstStageConfig
     from .losses import LOSSES, RankingLoss, build_loss
     from .model.cross_encoder import CrossEncoderModel
-    from .model.tokenization import TokenizationConfig
     from .reranker import Reranker
     from .run_directory import RunDirectory
-    from .selection import SelectionRules
     from .training.datamodule import RerankDataModule
     from .training.evaluator import Evaluator
     from .training.lightning_module import RerankModule
-    from .training.optimizer import OptimizerSettings
 
 __version__ = "0.2.0"
 
@@ -51,13 +51,13 @@ _WHERE = {
     "CollectionConfig": ".data.collection",
     "RerankDataModule": ".training.datamodule",
     "FoldsConfig": ".data.folds",
-    "TokenizationConfig": ".model.tokenization",
+    "TokenizationConfig": ".config.tokenization",
     "evaluate": ".evaluation",
     "FirstStageConfig": ".first_stage.config",
     "RerankModule": ".training.lightning_module",
     "Evaluator": ".training.evaluator",
-    "OptimizerSettings": ".training.optimizer",
-    "SelectionRules": ".selection",
+    "OptimizerSettings": ".config.optimizer",
+    "SelectionRules": ".config.selection",
     "LOSSES": ".losses",
     "RankingLoss": ".losses",
     "build_loss": ".losses",

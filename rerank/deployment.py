@@ -38,13 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from .config.selection import RANKERS
+from .config.teacher import TeacherConfig
 from .data.trec import Run
 from .interpolation import fuse
 from .model.cross_encoder import CONFIG_KEY
-from .teacher import TeacherConfig, load_bi_encoder
+from .teacher import load_bi_encoder
 
-RANKERS = ("reranker", "interpolated", "fused")
-"""The rankers a fit can deploy, simplest first (the order that breaks ties)."""
 ZERO_SHOT = ("teacher", "first_stage")
 """The rankers that need no training, which the fine-tuned one is compared with on validation."""
 PARTS = {"reranker": ("reranker",), "interpolated": ("reranker", "first_stage"),

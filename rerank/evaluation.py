@@ -68,6 +68,19 @@ def trec_measure(name: str) -> str:
     )
 
 
+def check_measures(metrics: Sequence[str], measure: str) -> None:
+    """Fail on an unknown measure among ``metrics`` (``evaluation.metrics``) or on a selection ``measure``
+    (``evaluation.selection.measure``) that they do not report, naming the option.
+
+    Raises:
+        ValueError: ``unknown measure ...``, or ``evaluation.selection.measure ... must be one of evaluation.metrics``.
+    """
+    for name in (*metrics, measure):
+        trec_measure(name)
+    if measure not in metrics:
+        raise ValueError(f"evaluation.selection.measure {measure!r} must be one of evaluation.metrics {list(metrics)}")
+
+
 def _result_key(trec_name: str) -> str:
     """The key pytrec_eval uses in its output for a trec_eval measure (``ndcg_cut.10 -> ndcg_cut_10``)."""
     return trec_name.replace(".", "_")

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 
 from .data.trec import Run, restrict
 from .deployment import Deployment, check_teacher, saved_deployment
-from .model.cross_encoder import CrossEncoderModel
+from .model.cross_encoder import CrossEncoderModel, require_trained_head
 from .model.scorer import CandidateTexts, PairScorer
 from .teacher import EmbeddingMemo, blend, cosines_of_texts, load_bi_encoder
 
@@ -56,20 +56,30 @@ class Reranker(PairScorer):
         self.memo = EmbeddingMemo(remember) if remember and self.bi_encoder is not None else None
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, ranker: str = "deployed", **options: object) -> Reranker:
+    def from_pretrained(cls, name_or_path: str, ranker: str = "deployed", untrained_head: bool = False,
+                        **options: object) -> Reranker:
         """A reranker from an exported folder (its deployed ranker, or with ``ranker="reranker"`` the pure
-        cross-encoder), a sequence-classification cross-encoder or an encoder.
+        cross-encoder) or a sequence-classification cross-encoder; an encoder whose weights hold no scoring head
+        only with ``untrained_head`` (its scores then come from a random head, and :attr:`untrained_head` says so).
 
         Raises:
+            UserError: the model's scoring head is not in its weights, and ``untrained_head`` is not set.
             OSError: the deployed ranker's teacher cannot be loaded, naming the folder and the teacher.
         """
         if ranker not in RANKER_CHOICES:
             raise ValueError(f"ranker must be one of {', '.join(RANKER_CHOICES)}; got {ranker!r}")
         model = CrossEncoderModel.from_pretrained(name_or_path)
+        if not untrained_head:
+            require_trained_head(model, name_or_path)
         deployment = saved_deployment(model.model.config, name_or_path) if ranker == "deployed" else Deployment()
         if deployment.needs_teacher:
             check_teacher(deployment.teacher, name_or_path)
         return cls(model, deployment, **options)
+
+    @property
+    def untrained_head(self) -> bool:
+        """Whether the cross-encoder scores with a head that its weights did not hold (freshly initialised)."""
+        return not self.model.head_trained
 
     @property
     def ranker(self) -> str:

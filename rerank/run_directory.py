@@ -17,6 +17,8 @@ A **run directory** (``rerank fit --output_dir DIR``)::
                                    "fused": {"w_reranker": ..., "w_teacher": ..., "w_first_stage": ..., ...},
                                    "deployment": {"ranker": ..., "weights": ..., ...}}
     DIR/model/                    the tested weights, exported with their deployed ranker (rerank.deployment)
+    DIR/preempted.json            while a fit stopped by SIGTERM or SIGINT waits to be resumed (rerank.preemption)
+    DIR/pretrain/                 the stage's lists; <key>.resume.ckpt while a stopped stage waits to be resumed
 
 A **cross-validation directory** (``rerank cv --output_dir DIR``)::
 
@@ -44,6 +46,7 @@ from typing import Any
 
 from .atomic import atomic_write
 from .errors import UserError
+from .preemption import Preempted
 
 FUSIONS = ("interpolated", "fused")
 """The systems that mix the re-ranker's scores with others' (:mod:`rerank.interpolation`), with their weights."""
@@ -128,6 +131,11 @@ class RunDirectory:
     def model(self) -> Path:
         return self.root / "model"
 
+    @property
+    def preempted(self) -> Path:
+        """What a fit stopped by a signal left: its config's digest, the signal, the phase and the time."""
+        return self.root / "preempted.json"
+
     def claimed(self, command: str) -> contextlib.AbstractContextManager[None]:
         """Hold the directory while ``command`` writes it (see :func:`claimed`); a command that fails before
         a checkpoint or a run exists leaves no directory it created."""
@@ -162,7 +170,8 @@ def claimed(root: Path, command: str, keep: Callable[[], bool] = lambda: True) -
     The claim is a file, ``root/.rerank.lock``, created exclusively and removed on exit; one left by a killed
     process of this host is taken over (so ``--ckpt_path last`` after a crash works). When the command created
     ``root``, it is removed again if the command wrote nothing, or failed before writing anything worth keeping
-    (``keep()`` false): a mistake found while preparing leaves no trace.
+    (``keep()`` false): a mistake found while preparing leaves no trace. A command stopped by a signal
+    (:class:`~rerank.preemption.Preempted`) keeps it whole: its re-run continues from there.
 
     Raises:
         UserError: another live process holds ``root``, with its host, process id, command and start time.
@@ -190,6 +199,9 @@ def claimed(root: Path, command: str, keep: Callable[[], bool] = lambda: True) -
         break
     try:
         yield
+    except Preempted:  # stopped by a signal: what it wrote is what a re-run continues from
+        lock.unlink(missing_ok=True)
+        raise
     except BaseException:
         lock.unlink(missing_ok=True)
         if created and not keep():

@@ -58,6 +58,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
+from rerank.config.tokenization import TokenizationConfig
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import FoldsConfig
 from rerank.data.trec import write_run
@@ -66,7 +67,6 @@ from rerank.first_stage.bm25s_backend import search
 from rerank.losses import build_loss
 from rerank.model import speedups
 from rerank.model.cross_encoder import CrossEncoderModel, length_chunks
-from rerank.model.tokenization import TokenizationConfig
 from rerank.training.batches import TrainingBatch
 from rerank.training.datamodule import RerankDataModule
 from rerank.training.lightning_module import RerankModule

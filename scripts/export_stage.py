@@ -19,9 +19,9 @@ import dataclasses
 
 from safetensors.torch import load_file
 
+from rerank.config.tokenization import TokenizationConfig
 from rerank.export import export
 from rerank.model.cross_encoder import CrossEncoderModel
-from rerank.model.tokenization import TokenizationConfig
 
 
 def main() -> None:

@@ -41,14 +41,15 @@ import numpy as np
 import yaml
 from scipy.stats import ttest_rel
 
+from rerank.config.selection import SelectionRules
+from rerank.config.teacher import TeacherConfig
 from rerank.data.collection import Collection, as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Qrels, Run, read_qrels, read_run, restrict
 from rerank.deployment import RANKERS, TEACHER_ALONE, choose
 from rerank.evaluation import evaluate
 from rerank.interpolation import DEFAULT_GRID, fuse, simplex
-from rerank.selection import SelectionRules, ValidationRuns, select
-from rerank.teacher import TeacherConfig
+from rerank.selection import ValidationRuns, select
 
 RULES = {"simplex": simplex(3), "line": tuple((w, round(1 - w, 1), 0.0) for w in reversed(DEFAULT_GRID)),
          "smoothed": simplex(3), "anchored": simplex(3)}

@@ -41,3 +41,55 @@ class _OsWith:
 
     def __getattr__(self, name: str) -> object:
         return getattr(os, name)
+
+
+def signal_on_call(target: str, signum: int = signal.SIGTERM) -> None:
+    """Send ``signum`` to this process when ``target`` (``module:Class.method`` or ``module:function``) is first
+    called, before it runs: the signal comes in the middle of that phase of a command."""
+    import importlib
+
+    module_name, _, path = target.partition(":")
+    owner = importlib.import_module(module_name)
+    *parents, name = path.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    original = getattr(owner, name)
+    sent = []
+
+    def signalling(*args: object, **kwargs: object) -> object:
+        if not sent:
+            sent.append(signum)
+            os.kill(os.getpid(), signum)
+        return original(*args, **kwargs)
+
+    setattr(owner, name, signalling)
+
+
+def signal_at_step(what: str, step: int, signum: int = signal.SIGTERM) -> None:
+    """Send ``signum`` to this process at the end of optimizer step ``step`` of the training that
+    :class:`rerank.training.preemption.Resumable` names ``what`` (``the training``, ``the judgment-free stage``)."""
+    from rerank.training.preemption import Resumable
+
+    original = Resumable.on_train_batch_end
+
+    def signalling(self: Resumable, trainer: object, *args: object) -> None:
+        if self.what == what and trainer.global_step == step:
+            os.kill(os.getpid(), signum)
+        original(self, trainer, *args)
+
+    Resumable.on_train_batch_end = signalling
+
+
+def signal_when_exists(pattern: str, signum: int = signal.SIGTERM) -> None:
+    """Send ``signum`` to this process once a file matching the glob ``pattern`` exists (watched by a thread): a
+    signal from outside, as a scheduler sends it, at the moment a child process has reached that point."""
+    import glob
+    import threading
+    import time
+
+    def watch() -> None:
+        while not glob.glob(pattern):
+            time.sleep(0.05)
+        os.kill(os.getpid(), signum)
+
+    threading.Thread(target=watch, daemon=True).start()

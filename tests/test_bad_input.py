@@ -7,8 +7,10 @@ one line, ``error: ...``, and exits with status 2, without a traceback.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -18,9 +20,9 @@ import pytest
 from helpers import MINILM_VOCAB, REPO, WORDS, tiny_bert, tiny_bi_encoder
 
 from rerank import cli
+from rerank.config.teacher import TeacherConfig
 from rerank.data.trec import write_run
 from rerank.deployment import Deployment
-from rerank.teacher import TeacherConfig
 
 BOM = "\ufeff"
 DOCS = {f"d{i}": " ".join(WORDS[i: i + 4] * 3) for i in range(6)}
@@ -188,9 +190,9 @@ def test_a_teacher_run_missing_queries_is_named(files: Files, capsys: pytest.Cap
 
 def deployed_export(files: Files, deployment: Deployment) -> Path:
     """The tiny model exported with ``deployment`` as the ranker it deploys (what rerank fit writes)."""
+    from rerank.config.tokenization import TokenizationConfig
     from rerank.export import export
     from rerank.model.cross_encoder import CrossEncoderModel
-    from rerank.model.tokenization import TokenizationConfig
 
     model = CrossEncoderModel.from_pretrained(str(files.model), tokenization=TokenizationConfig(32, 8))
     return export(model, files.root / "exported", deployment=deployment)
@@ -245,7 +247,7 @@ def test_the_console_script_prints_one_line_and_no_traceback(files: Files) -> No
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "LightningCLI's args parameter" not in done.stderr  # known-harmless warnings are filtered
     assert [line for line in done.stderr.splitlines() if line.startswith("error:")] == [
-        "error: model.optimizer.encoder_lr must be > 0; got -1.0"]
+        "error: --model.optimizer.encoder_lr: model.optimizer.encoder_lr must be > 0; got -1.0"]
 
 
 def test_the_debug_switch_raises_the_error_with_its_traceback(files: Files, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -399,3 +401,34 @@ def test_a_truncated_cache_entry_of_each_kind_is_rebuilt_with_a_warning(files: F
         assert any(what in message and "does not match its seal" in message and "removed, and made again" in message
                    for message in warnings), (kind, warnings)
         assert again == first, kind  # made again, the same
+
+
+def test_a_full_disk_while_the_documents_become_arrow_is_one_line_naming_where(files: Files,
+                                                                               capsys: pytest.CaptureFixture,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills while ``datasets`` writes the Arrow table (it wraps the OSError in a DatasetGenerationError):
+    still the user's full disk, in one line naming the documents and the folder, and no half-written table."""
+    from rerank.data import collection
+
+    original = collection._read_documents
+
+    def filling(path: str):
+        for number, record in enumerate(original(path)):
+            if number == 3:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            yield record
+
+    monkeypatch.setattr(collection, "_read_documents", filling)
+    message = fails(files, files.arguments("bm25"), capsys)
+    assert message.startswith(f"error: [Errno 28] No space left on device while converting the documents of "
+                              f"{files.docs} to Arrow in {files.root / 'arrow'}"), message
+    assert "bug" not in message
+    assert list((files.root / "arrow").glob("*")) == []  # no table, whole or half-written
+
+
+@pytest.mark.parametrize("line", ["7\t   ", "7\t"])
+def test_a_query_without_text_is_refused_naming_its_file_and_line(files: Files, capsys: pytest.CaptureFixture,
+                                                                  line: str) -> None:
+    files.queries.write_text(files.queries.read_text() + line + "\n")
+    message = fails(files, files.arguments("bm25"), capsys)
+    assert f"{files.queries}:7: query '7' has no text" in message

@@ -186,8 +186,8 @@ def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path
     from lightning.pytorch.trainer.states import TrainerFn
 
     from rerank import first_stage as first_stage_module
+    from rerank.config.tokenization import TokenizationConfig
     from rerank.data.folds import FoldsConfig
-    from rerank.model.tokenization import TokenizationConfig
     from rerank.training import datamodule as datamodule_module
     from rerank.training.datamodule import RerankDataModule
     from rerank.training.sources import resolve

@@ -19,7 +19,7 @@ from test_sources import write_config
 from rerank.cache import SEAL
 from rerank.cli import fit
 from rerank.training import budget
-from rerank.training.budget import StagePlan, planned_steps
+from rerank.training.budget import Calibration, StagePlan, planned_steps
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 
@@ -35,34 +35,52 @@ def test_the_steps_are_what_the_budget_buys_at_most_the_passes_over_the_lists() 
     assert StagePlan(500, 0.5, 1000, 10, 1, 2).bound == "the passes"
 
 
+def test_a_calibration_is_planned_at_its_fastest_step_and_marked_loaded_where_its_steps_vary() -> None:
+    steady = Calibration((1.02, 1.0, 1.05, 1.01))
+    assert steady.fastest == 1.0 and not steady.loaded
+    assert Calibration((1.0, 3.0, 3.1, 1.1, 2.9)).loaded  # the median is twice the fastest
+    assert "used for this fit only, not cached" in Calibration((1.0, 3.0, 3.1)).describe()
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return cranfield_workdir(tmp_path_factory.mktemp("budget"))
 
 
+def stage_config(workdir: Path, tmp_path: Path, **stage: object) -> Path:
+    """A fit with an ``auto`` stage of 20 pseudo-queries taught by a tiny bi-encoder (2 lists a step)."""
+    section = {"train": [{"queries": "pseudo", "pseudo": {"count": 20},
+                          "first_stage": {"backend": "bm25s", "index_dir": str(tmp_path / "idx")},
+                          "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(tmp_path))}}],
+               "max_steps": "auto", "budget_minutes": 60, "passes": 5, **stage}
+    return write_config(workdir, tmp_path / "config.yaml", pretrain=section)
+
+
+def calibration_entries(cache: Path) -> list[Path]:
+    return [path for path in (cache / "calibration").glob("*.json") if SEAL not in path.name]
+
+
 def test_auto_steps_measure_this_machine_once_and_every_fold_trains_the_same_stage(
         workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
-    stage = {"train": [{"queries": "pseudo", "pseudo": {"count": 20},
-                        "first_stage": {"backend": "bm25s", "index_dir": str(tmp_path / "idx")},
-                        "targets": "teacher", "teacher": {"bi_encoder": str(tiny_bi_encoder(tmp_path))}}],
-             "max_steps": "auto", "budget_minutes": 60, "passes": 5}
-    config = write_config(workdir, tmp_path / "config.yaml", pretrain=stage)
+    config = stage_config(workdir, tmp_path)
     measured = []
-    seconds_per_step = budget.seconds_per_step
+    calibrate = budget.calibrate
 
     def measuring(module, stage_data, options, key):  # the real measure, counted
         before = ({name: value.clone() for name, value in module.model.state_dict().items()},
                   torch.get_rng_state(), random.getstate(), np.random.get_state()[1].copy())
-        seconds = seconds_per_step(module, stage_data, options, key)
+        calibration = calibrate(module, stage_data, options, key)
         after = module.model.state_dict()
         assert all(torch.equal(after[name], value) for name, value in before[0].items())  # weights as they were
         assert torch.equal(torch.get_rng_state(), before[1]) and random.getstate() == before[2]
         assert np.array_equal(np.random.get_state()[1], before[3])  # and the random generators
-        measured.append(seconds)
-        return seconds
+        measured.append(calibration)
+        return calibration
 
-    monkeypatch.setattr("rerank.training.pretraining.seconds_per_step", measuring)
+    monkeypatch.setattr("rerank.training.pretraining.calibrate", measuring)
+    monkeypatch.setattr(budget, "LOAD_SPREAD", 100.0)  # a tiny model's steps vary as a real one's do under load,
+    monkeypatch.setattr(budget, "RECHECK", 0.0)  # and its calibration and its stage differ as much
     with caplog.at_level(logging.INFO):
         first = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "fold1")])
     # 20 pseudo-queries, 2 lists a step, at most 5 passes: 50 steps (the budget of an hour buys more)
@@ -71,16 +89,92 @@ def test_auto_steps_measure_this_machine_once_and_every_fold_trains_the_same_sta
                      r"sentences of at most 24 words \(\d+\.\d\d s a step "
                      r"here: \d+ min; pretrain.budget_minutes 60, at most 5 passes over its 20 lists: the passes "
                      r"chose\), then about \d+ steps on the training folds", line), line
+    assert re.search(r"the step time: \d+\.\d\d s a step, the fastest of 10 timed steps measured now \(median "
+                     r"\d+\.\d\d s, slowest \d+\.\d\d s; load-free\)", line), line
     assert "pre-training stage, round 1 of 1: 50 steps on 1 source(s)" in caplog.text
-    calibration = [path for path in (tmp_path / "cache" / "calibration").glob("*.json") if SEAL not in path.name]
-    assert len(calibration) == 1 and json.loads(calibration[0].read_text())["seconds_per_step"] == measured[0]
+    (entry,) = calibration_entries(tmp_path / "cache")
+    assert json.loads(entry.read_text())["seconds"] == list(measured[0].seconds)
     recorded = yaml.safe_load((tmp_path / "fold1" / "config.yaml").read_text())
     assert recorded["pretrain"]["max_steps"] == 50  # the config written beside the run reruns the same stage
     caplog.clear()
     with caplog.at_level(logging.INFO):
         second = fit.main(["--config", str(config), "--output_dir", str(tmp_path / "fold1-again")])
     assert "pre-training stage, round 1 of 1: weights from the cache" in caplog.text  # the same steps, the same key
-    assert second == first and len(measured) == 2 and measured[1] == measured[0]  # the measure, from the cache
-    calibration[0].write_text("{\"seconds_per_step\": ")  # a damaged entry is measured again, not trusted
+    assert second == first and len(measured) == 2 and measured[1].cached
+    assert measured[1].seconds == measured[0].seconds  # the measure, from the cache
+    entry.write_text("{\"seconds\": ")  # a damaged entry is measured again, not trusted
     fit.main(["--config", str(config), "--output_dir", str(tmp_path / "fold1-third")])
-    assert json.loads(calibration[0].read_text())["seconds_per_step"] > 0
+    assert len(json.loads(entry.read_text())["seconds"]) == 10 and not measured[2].cached
+
+
+class Timed(budget.StepTimer):
+    """A calibration's timer that reports the step times a test forces (the stage keeps the real timer)."""
+
+    forced: tuple[float, ...] = ()
+
+    def steps(self) -> list[float]:
+        return list(self.forced)
+
+
+def test_load_that_comes_and_goes_during_the_calibration_changes_no_plan_and_is_not_cached(
+        workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A forced slow calibration: the same stage's steps timed idle, and with half of them slowed five-fold (another
+    program starting): the same plan, the time budget binding (its 1.25 minutes buy 150 steps of 0.5 s, fewer than 5
+    passes' 50... so 40 passes ask for 400); the slowed measure said and not cached. Then a calibration slowed
+    throughout, which the stage's own (fast) steps show up: dropped from the cache."""
+    config = stage_config(workdir, tmp_path, budget_minutes=1.25, passes=40)
+    monkeypatch.setattr(budget, "StepTimer", Timed)
+
+    def plan(output: str, forced: tuple[float, ...]) -> tuple[str, Path]:
+        monkeypatch.setenv("RERANK_CACHE", str(tmp_path / f"cache-{output}"))
+        monkeypatch.setattr(Timed, "forced", forced)
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            fit.main(["--config", str(config), "--output_dir", str(tmp_path / output)])
+        line = next(record.getMessage() for record in caplog.records if record.getMessage().startswith("recipe: "))
+        return line, tmp_path / f"cache-{output}"
+
+    monkeypatch.setattr(budget, "RECHECK", 0.0)  # the forced times are not the stage's: no recheck until the last
+    idle, idle_cache = plan("idle", (0.5,) * 10)
+    assert "a 150-step judgment-free stage" in idle and "the time budget chose" in idle and "load-free" in idle
+    assert len(calibration_entries(idle_cache)) == 1
+    transient, transient_cache = plan("transient", (0.5, 2.5, 0.5, 2.5, 2.5, 0.5, 2.5, 0.5, 2.5, 0.5))
+    assert "a 150-step judgment-free stage" in transient  # the same plan: the fastest steps are the idle ones
+    assert "they varied as under load: this measure is used for this fit only, not cached" in transient
+    assert calibration_entries(transient_cache) == []
+    assert "timed under load and the time budget chose its length" in caplog.text
+    monkeypatch.setattr(budget, "RECHECK", 0.8)
+    slowed, slowed_cache = plan("slowed", (2.5,) * 10)  # slow throughout: looks load-free, and is cached at first
+    assert "a 50-step judgment-free stage" in slowed
+    assert "the calibration was measured under load, so the time budget cut the stage short" in caplog.text
+    assert calibration_entries(slowed_cache) == []  # the stage's real steps were far faster: not kept
+    assert json.loads((tmp_path / "slowed" / "pretrain" / "plan.json").read_text())["plan"]["steps"] == 50
+
+
+def test_a_rerun_in_the_same_run_directory_trains_the_stage_it_planned(workdir: Path, tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
+    config = stage_config(workdir, tmp_path, budget_minutes=1.25, passes=40)
+    monkeypatch.setattr(budget, "StepTimer", Timed)
+    monkeypatch.setattr(Timed, "forced", (0.5,) * 10)
+    monkeypatch.setattr(budget, "RECHECK", 0.0)
+    fit.main(["--config", str(config), "--output_dir", str(tmp_path / "run")])
+    calibrations = []
+    monkeypatch.setattr("rerank.training.pretraining.calibrate", lambda *args: calibrations.append(args))
+    (tmp_path / "run" / "metrics.json").unlink()
+    fit.main(["--config", str(config), "--output_dir", str(tmp_path / "run")])  # no new calibration: the same plan
+    assert calibrations == []
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["pretrain"]["max_steps"] == 150
+
+
+def test_the_folds_after_the_first_train_the_stage_steps_it_planned(tmp_path: Path) -> None:
+    from rerank.cli.cv import stage_steps
+    from rerank.run_directory import RunDirectory
+
+    fold = RunDirectory(tmp_path / "fold1")
+    assert stage_steps(fold) == []  # not run yet
+    fold.root.mkdir()
+    fold.config.write_text(yaml.safe_dump({"pretrain": {"max_steps": 150, "passes": 1.5}}))
+    assert stage_steps(fold) == ["--pretrain.max_steps", "150"]
+    fold.config.write_text(yaml.safe_dump({"pretrain": None}))
+    assert stage_steps(fold) == []

@@ -210,3 +210,72 @@ def test_the_stored_checks_catch_the_common_mistakes() -> None:
                           ("--data.rerank_depht", "3"), ("--model.tokenization.max_lenght", "3")]:
         assert not stored_checks_accept(option, value), (option, value)
         assert not parser_accepts(option, value), (option, value)
+
+
+SLIPS = [  # (command, options, what the one error line says): values the parser or the command would refuse late
+    ("fit", ["--model.loss", "smoothi"], "--model.loss: unknown loss 'smoothi'; did you mean smoothi_ap?"),
+    ("fit", ["--model.teacher_loss", "listnet"], "--model.teacher_loss: model.teacher_loss 'listnet' takes graded "
+                                                 "labels; use a distillation head"),
+    ("fit", ["--model.loss_args", "{alpah: 1}"], "--model.loss_args: loss 'listnet' has no parameter alpah"),
+    ("fit", ["--data.strategy", "best"], "--data.strategy: expected one of top, random, pairs; got 'best'"),
+    ("fit", ["--evaluation.selection.epoch", "last"],
+     "--evaluation.selection.epoch: evaluation.selection.epoch must be one of one_se, best; got 'last'"),
+    ("fit", ["--data.folds.test", "6"], "--data.folds.test: folds.test must be in [1, 5]; got 6"),
+    ("cv", ["--data.folds.count", "2"], "--data.folds.count: folds.count must be >= 3; got 2"),
+    ("fit", ["--evaluation.metrics", "[nDCG@10, nDGC@20]"], "--evaluation.metrics: unknown measure 'nDGC@20'"),
+    ("fit", ["--evaluation.selection.measure", "P@10"],
+     "--evaluation.selection.measure: evaluation.selection.measure 'P@10' must be one of evaluation.metrics"),
+    ("fit", ["--model.optimizer.encoder_lr", "0"], "--model.optimizer.encoder_lr: model.optimizer.encoder_lr must "
+                                                   "be > 0"),
+    ("fit", ["--pretrain.passes", "0"], "--pretrain.passes: pretrain.passes must be > 0"),
+    ("fit", ["--data.train", "[{queries: train, targets: teacher}]"], "--data.train: data.train[0]: targets teacher "
+                                                                      "needs a teacher"),
+    ("fit", ["--trainer.accelerator", "gpux"], "--trainer.accelerator: trainer.accelerator must be one of auto, cpu"),
+    ("fit", ["--trainer.devices", "two"], "--trainer.devices: trainer.devices must be a number of devices"),
+    ("fit", ["--trainer.precision", "bf17"], "--trainer.precision: expected one of 64, 32, 16"),
+    ("fit", ["--trainer.logger", "WandbLoger"], "--trainer.logger: trainer.logger 'WandbLoger' is not one of "
+                                                "Lightning's loggers; did you mean WandbLogger?"),
+    ("fit", ["--trainer.fast_dev_run", "true"], "--trainer.fast_dev_run: trainer.fast_dev_run runs a batch or two"),
+    ("fit", ["--trainer.enable_checkpointing", "false"], "--trainer.enable_checkpointing: trainer.enable_checkpointing "
+                                                         "false: a fit tests the weights its checkpoints hold"),
+    ("fit", ["--optimizer", "AdamW"], "--optimizer: optimizer would replace the recipe's optimizer: set "
+                                      "model.optimizer instead"),
+    ("fit", ["--lr_scheduler", "StepLR"], "--lr_scheduler: lr_scheduler would replace the recipe's schedule: set "
+                                          "model.optimizer.warmup instead"),
+    ("serve", ["--serve.port", "70000"], "--serve.port: port must be in [0, 65535]; got 70000"),
+    ("serve", ["--serve.device", "gpu0"], "--serve.device: serve.device must be cpu, cuda, cuda:N or mps"),
+    ("serve", ["--serve.precision", "int4"], "--serve.precision: precision must be one of 32, bf16"),
+]
+
+
+@pytest.mark.parametrize(("command", "options", "words"), SLIPS, ids=[" ".join(slip[2].split()[:1] + slip[1][1:])
+                                                                      for slip in SLIPS])
+def test_every_value_is_checked_before_the_collection_or_the_model_is_opened(tmp_path: Path, command: str,
+                                                                             options: list[str], words: str) -> None:
+    """A collection whose files do not exist and a model that cannot load: the value's mistake still comes first,
+    in one line naming the option, before torch (and so the collection or the model) is loaded."""
+    nowhere = tmp_path / "nowhere"
+    collection = json.dumps({name: str(nowhere / f"{name}.txt") for name in ("docs", "queries", "qrels")})
+    status, _, error = probe(command, "--config", "cranfield.yaml", "--data.collection", collection,
+                             "--model.model_name", str(nowhere / "model"), *options)
+    assert status == {"code": 2, "loaded": []}, error
+    first = without_first_use(error).splitlines()[0]
+    assert first.startswith(f"error: {words}"), first
+    assert "nowhere" not in first
+
+
+def test_a_value_in_a_config_file_is_named_by_its_file_and_line_and_a_missing_file_after_the_values(
+        tmp_path: Path) -> None:
+    config = tmp_path / "mine.yaml"
+    config.write_text("model:\n  loss: listnet\ndata:\n  folds:\n    count: 5\n    test: 7\n")
+    status, _, error = probe("fit", "--config", "cranfield.yaml", "--config", str(config))
+    assert status == {"code": 2, "loaded": []}
+    assert without_first_use(error).splitlines()[0] == f"error: {config}:6: folds.test must be in [1, 5]; got 7"
+    docs = tmp_path / "nowhere" / "docs.jsonl"
+    collection = json.dumps({"docs": str(docs), "queries": str(config), "qrels": str(config)})
+    status, _, error = probe("fit", "--config", "cranfield.yaml", "--data.collection", collection)
+    assert status == {"code": 2, "loaded": []}
+    assert without_first_use(error).splitlines()[0] == (
+        f"error: --data.collection: data.collection.docs {docs}: no such file")
+    status, _, error = probe("predict", "--run", str(tmp_path / "no.run"), "--data.collection", collection)
+    assert without_first_use(error).splitlines()[0].startswith("error: --model.model_name: give the trained model")

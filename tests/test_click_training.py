@@ -16,12 +16,13 @@ from rerank.cli import fit
 from rerank.clicks.log import ClickLogError, Impression, write_click_log
 from rerank.clicks.simulator import ClickSimulationConfig, simulate
 from rerank.clicks.targets import ClickTargetConfig, click_targets
+from rerank.config.source import as_source_config
 from rerank.data.candidates import read_candidates
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.first_stage import FirstStageConfig
 from rerank.training.examples import TrainingLists
-from rerank.training.sources import SourceContext, as_source_config, resolve
+from rerank.training.sources import SourceContext, resolve
 
 LOG = [
     Impression("1", ("a", "b", "c"), (2,)),

@@ -10,8 +10,9 @@ from conftest import SHARED
 from helpers import tiny_bert
 from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
+from rerank.config.tokenization import TokenizationConfig
 from rerank.model.cross_encoder import CrossEncoderModel
-from rerank.model.tokenization import PairInputs, PairTokenizer, TokenizationConfig, head
+from rerank.model.tokenization import PairInputs, PairTokenizer, head
 from rerank.training.batches import EvaluationBatch, TrainingBatch
 
 

@@ -16,12 +16,13 @@ from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_cv_co
 from scipy import stats
 
 from rerank.cli import compare, cv
+from rerank.config.selection import SelectionRules
+from rerank.config.teacher import TeacherConfig
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import kfold
 from rerank.data.trec import read_run, restrict, write_run
 from rerank.evaluation import evaluate
-from rerank.selection import SelectionRules, ValidationRuns, select
-from rerank.teacher import TeacherConfig
+from rerank.selection import ValidationRuns, select
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 MEASURES = ("nDCG@10", "MAP", "MRR")  # not the default set: cv reports what the fits report
@@ -247,8 +248,7 @@ def test_cv_rotates_the_folds_that_fit_sees(cv_dir: tuple[Path, Path], tmp_path:
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     _, config = cv_dir
     launched: list[list[str]] = []
-    monkeypatch.setattr(cv.subprocess, "run", lambda command: launched.append(command) or
-                        type("Done", (), {"returncode": 0})())
+    monkeypatch.setattr(cv, "_run_fold", lambda command, fold, root: launched.append(command) or 0)
     monkeypatch.setattr(cv, "summarise", lambda folder, folds, qrels, measure: {"folds": folds})
     monkeypatch.setattr(cv, "cv_summary", lambda report, measure, root: [])
     report = cv.main(["--config", str(config), "--output_dir", str(tmp_path), "--data.folds.count", "10"])

@@ -15,13 +15,13 @@ from scipy import stats
 
 from rerank.cli import fit, predict
 from rerank.cli.summary import ROWS
+from rerank.config.teacher import TeacherConfig
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import ranked, read_run
 from rerank.deployment import TEACHER_ALONE, Deployment, beats_teacher, choose, deployable_teacher
 from rerank.evaluation import evaluate
 from rerank.interpolation import standardise
 from rerank.reranker import Reranker
-from rerank.teacher import TeacherConfig
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 FOLDS = {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}
@@ -215,7 +215,8 @@ def test_the_fit_deploys_the_teacher_alone_unless_the_choice_beats_it(teacher: s
     relevant document first. A teacher that does too is not beaten (every difference 0): the fusion is put on the
     teacher alone, with the teacher's figure. A teacher that ranks it last is beaten on every query: the re-ranker
     is kept."""
-    from rerank.selection import SelectionRules, ValidationRuns, select
+    from rerank.config.selection import SelectionRules
+    from rerank.selection import ValidationRuns, select
 
     queries = [f"q{i}" for i in range(8)]
     qrels = {qid: {"d1": 1} for qid in queries}

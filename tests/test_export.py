@@ -15,7 +15,7 @@ import numpy as np
 import onnxruntime
 import pytest
 import torch
-from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert
 from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncoder
 from test_training import REPO, TEST_ENV, data_module, rerank_module, trainer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
@@ -23,13 +23,16 @@ from transformers import AutoModelForSequenceClassification, AutoTokenizer
 import rerank.export as export_module
 from rerank.cli import export as export_command
 from rerank.cli import fit, predict
+from rerank.config.optimizer import OptimizerSettings
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.trec import read_run
+from rerank.errors import UserError
 from rerank.evaluation import evaluate
 from rerank.export import export
+from rerank.model.cross_encoder import CrossEncoderModel
+from rerank.model.scorer import PairScorer
 from rerank.reranker import CandidateTexts, Reranker
 from rerank.training.lightning_module import RerankModule
-from rerank.training.optimizer import OptimizerSettings
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 QUERIES = ["what similarity laws must be obeyed when constructing aeroelastic models",
@@ -180,13 +183,14 @@ def test_bad_models_and_runs_fail_clearly(trained: tuple[RerankModule, Path], tm
     assert not (tmp_path / "o").exists()
 
 
-def fit_checkpoint(module: RerankModule, folder: Path) -> Path:
-    """``module`` saved as a rerank fit checkpoint in the run directory ``folder``, with a metrics.json."""
+def fit_checkpoint(module: RerankModule, folder: Path, steps: int = 3) -> Path:
+    """``module`` saved as a rerank fit checkpoint after ``steps`` optimizer steps in the run directory ``folder``,
+    with a metrics.json."""
     checkpoint = folder / "checkpoints" / "best.ckpt"
     checkpoint.parent.mkdir(parents=True)
     pl.Trainer(logger=False, max_steps=0).strategy.connect(module)
     torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "pytorch-lightning_version": pl.__version__}, checkpoint)
+                "pytorch-lightning_version": pl.__version__, "global_step": steps}, checkpoint)
     (folder / "metrics.json").write_text(json.dumps({"reranker": {"nDCG@10": 0.4321}}))
     return checkpoint
 
@@ -268,3 +272,38 @@ def test_export_killed_while_publishing_leaves_no_staging_folder(trained: tuple[
     assert sorted(path.name for path in tmp_path.iterdir()) == ["exported", "run"]
     np.testing.assert_allclose(Reranker.from_pretrained(str(tmp_path / "exported"), max_length=128).score_pairs(
         *pairs()), lightning_scores(module), atol=1e-5)
+
+
+def test_a_model_whose_weights_hold_no_head_is_refused_unless_asked_for(trained: tuple[RerankModule, Path],
+                                                                       tmp_path: Path) -> None:
+    """An encoder gets a freshly initialised head: predict, the Python API and export refuse to rank with it, in
+    one line that says what to give, and score with it only when asked to, saying so in what they write."""
+    raw, headed = tiny_bert(tmp_path / "raw", real_vocabulary=True), tiny_bert(tmp_path / "headed", with_head=True,
+                                                                                real_vocabulary=True)
+    assert not CrossEncoderModel.from_pretrained(str(raw)).head_trained
+    assert CrossEncoderModel.from_pretrained(str(headed)).head_trained
+    for load in (Reranker.from_pretrained, PairScorer.from_pretrained):
+        with pytest.raises(UserError, match=r"raw: its weights hold no scoring head, .* pass --untrained_head "
+                                            r"\(Python: untrained_head=True\)"):
+            load(str(raw))
+        assert load(str(headed)).model.head_trained
+    reranker = Reranker.from_pretrained(str(raw), untrained_head=True)
+    assert reranker.untrained_head and len(reranker.score("wind", ["a", "b"])) == 2
+    _, folder = trained
+    bm25 = folder.parent / "bm25.run"
+    with pytest.raises(UserError, match="raw: its weights hold no scoring head"):
+        predict.main(predict_arguments(raw, bm25, tmp_path / "refused", "--data.rerank_depth", "3"))
+    assert not (tmp_path / "refused").exists()
+    predict.main(predict_arguments(raw, bm25, tmp_path / "asked", "--data.rerank_depth", "3", "--untrained_head",
+                                   "true"))
+    for name in ("reranked.run", "reranked.reranker.run"):
+        tags = {line.split()[-1] for line in (tmp_path / "asked" / "runs" / name).read_text().splitlines()}
+        assert len(tags) == 1 and tags.pop().endswith("-untrained-head")
+    module, _ = trained
+    never_trained = fit_checkpoint(module, tmp_path / "run", steps=0)
+    with pytest.raises(UserError, match="written before any training step, so its scoring head is as it was "
+                                        "initialised"):
+        export_command.main(["--ckpt", str(never_trained), "--out", str(tmp_path / "exported")])
+    assert not (tmp_path / "exported").exists()
+    export_command.main(["--ckpt", str(never_trained), "--out", str(tmp_path / "exported"), "--untrained_head"])
+    assert (tmp_path / "exported" / "model.safetensors").is_file()

@@ -17,10 +17,11 @@ PACKAGE = REPO / "rerank"
 FLOORS: dict[str, int] = {
     # 0: formats and readers, losses, caches and atomic writes, evaluation and score fusion
     "rerank.atomic": 0, "rerank.cache": 0, "rerank.logs": 0, "rerank.errors": 0, "rerank.checks": 0,
+    "rerank.preemption": 0,
     "rerank.data": 0, "rerank.losses": 0, "rerank.evaluation": 0, "rerank.interpolation": 0,
     "rerank.run_directory": 0, "rerank.figures": 0,
-    # 1: the model with its tokenizer; the first stage, the teacher, clicks
-    "rerank.model": 1, "rerank.first_stage": 1, "rerank.teacher": 1, "rerank.clicks": 1,
+    # 1: the model with its tokenizer; the first stage, the teacher, clicks; the options' torch-free dataclasses
+    "rerank.model": 1, "rerank.first_stage": 1, "rerank.teacher": 1, "rerank.clicks": 1, "rerank.config": 1,
     # 2: what is deployed: the ranker chosen on validation, the Python API, the exported folder, the HTTP server
     "rerank.deployment": 2, "rerank.selection": 2, "rerank.reranker": 2, "rerank.export": 2, "rerank.serving": 2,
     # 3: training orchestration

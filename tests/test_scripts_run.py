@@ -213,7 +213,7 @@ else:  # a rerank command: checked against the stored options, as the dispatcher
     from rerank.cli import schema
     from rerank.cli.configs import resolve_configs
     command, *options = arguments
-    schema.check(command, resolve_configs(options))
+    schema.check(command, resolve_configs(options), files=False)  # an earlier command of the chain makes them
 with open({log!r}, "a") as handle:
     handle.write(json.dumps(arguments) + "\\n")
 """

@@ -8,11 +8,12 @@ import random
 import numpy as np
 import pytest
 
+from rerank.config.selection import SelectionRules
+from rerank.config.teacher import TeacherConfig
 from rerank.deployment import TEACHER_ALONE, beats_teacher
 from rerank.evaluation import evaluate
 from rerank.interpolation import DEFAULT_GRID, fuse, interpolate, simplex
-from rerank.selection import CROSS_FIT_PARTS, SelectionRules, ValidationRuns, chosen_epoch, cross_fitted, select
-from rerank.teacher import TeacherConfig
+from rerank.selection import CROSS_FIT_PARTS, ValidationRuns, chosen_epoch, cross_fitted, select
 
 BI_ENCODER = TeacherConfig(bi_encoder="sentence-transformers/all-MiniLM-L6-v2", first_stage_weight=0.4)
 

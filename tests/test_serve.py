@@ -22,12 +22,12 @@ import httpx
 import pytest
 from helpers import MINILM_VOCAB, load_script, tiny_bert, tiny_bi_encoder
 
+from rerank.config.teacher import TeacherConfig
+from rerank.config.tokenization import TokenizationConfig
 from rerank.deployment import Deployment
 from rerank.export import export
 from rerank.model.cross_encoder import CrossEncoderModel
-from rerank.model.tokenization import TokenizationConfig
 from rerank.reranker import Reranker
-from rerank.teacher import TeacherConfig
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
 QUERY = "wind tunnel heat flux"
@@ -294,8 +294,8 @@ def test_a_wrong_model_or_a_taken_port_fails_in_one_line(exports: dict[str, Path
     assert str(tmp_path / "nowhere") in fails("--model.model_name", str(tmp_path / "nowhere"))
     port = servers["reranker"].url.rsplit(":", 1)[1]
     assert f"--serve.port {port}" in fails("--model.model_name", str(exports["reranker"]), "--serve.port", port)
-    assert "serve: max_wait_ms must be >= 0; got -1" in fails("--model.model_name", str(exports["reranker"]),
-                                                     "--serve.max_wait_ms", "-1")
+    assert "--serve.max_wait_ms: max_wait_ms must be >= 0; got -1.0" in fails(
+        "--model.model_name", str(exports["reranker"]), "--serve.max_wait_ms", "-1")
 
 
 def test_the_load_script_measures_the_servers_on_tiny_inputs(exports: dict[str, Path], tmp_path: Path) -> None:
@@ -309,3 +309,96 @@ def test_the_load_script_measures_the_servers_on_tiny_inputs(exports: dict[str, 
                        (f"rerank serve ({report['deployed']})", 1, 2), (f"rerank serve ({report['deployed']})", 3, 6)]
     assert all(r["pairs_per_second"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"] for r in report["rounds"])
     assert set(report["offline"]) == {"reranker 3", "deployed 3"}  # every answer was checked against these scores
+
+
+def test_an_encoder_without_a_head_is_refused_and_served_only_when_asked_saying_so(tmp_path: Path,
+                                                                                   servers: dict[str, Server]) -> None:
+    raw = tiny_bert(tmp_path / "raw", real_vocabulary=True)
+    refused = subprocess.run([sys.executable, "-m", "rerank", "serve", "--model.model_name", str(raw),
+                              "--serve.port", "0"], capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert [line for line in refused.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: {raw}: its weights hold no scoring head, so its scores would come from a freshly initialised, "
+        "untrained one: give the folder rerank fit exports (OUTPUT/model) or a cross-encoder with a trained head "
+        "(e.g. cross-encoder/ms-marco-MiniLM-L6-v2); to score this encoder with an untrained head on purpose, pass "
+        "--untrained_head (Python: untrained_head=True)"]
+    with serving(raw, "--untrained_head", "true") as server:
+        assert "with an untrained head: its scores rank at random" in "".join(server.output)
+        assert server.info()["untrained_head"] is True
+        for path, body in (("/rerank", {"query": QUERY, "texts": DOCUMENTS}),
+                           ("/v2/rerank", {"query": QUERY, "documents": DOCUMENTS})):
+            answer = server.post(path, body)
+            assert answer.status_code == 200 and answer.headers["x-rerank-untrained-head"] == "true"
+    trained = servers["reranker"]  # an export holds its head: nothing said
+    assert trained.info()["untrained_head"] is False
+    assert "x-rerank-untrained-head" not in trained.post("/rerank", {"query": QUERY, "texts": DOCUMENTS}).headers
+
+
+def test_a_job_that_fails_in_a_batch_fails_alone() -> None:
+    """A batch whose scoring raises is scored again job by job: the failing job gets the error, the others their
+    scores."""
+    from rerank.serving.batching import Batcher, Job
+
+    def score(jobs: list[Job]) -> list[list[float]]:
+        if any(job.query == "poison" for job in jobs):
+            raise RuntimeError("cannot score poison")
+        return [[float(len(text)) for text in job.documents] for job in jobs]
+
+    batcher = Batcher(score, batch_pairs=100, max_wait=0.3, max_queue_pairs=1000)
+    jobs = [Job("poison" if i == 3 else f"q{i}", ["a", "bb", "ccc"][: 1 + i % 3]) for i in range(8)]
+    futures = [batcher.submit(job) for job in jobs]
+    for i, (job, future) in enumerate(zip(jobs, futures)):
+        if i == 3:
+            with pytest.raises(RuntimeError, match="poison"):
+                future.result(timeout=30)
+        else:
+            assert future.result(timeout=30) == [float(len(text)) for text in job.documents]
+    batcher.close()
+    assert batcher.scored["requests"] == 7
+
+
+def test_generated_requests_never_fail_the_server_nor_change_a_good_answer(exports: dict[str, Path]) -> None:
+    """Requests generated from the server's own OpenAPI schema (schemathesis: bodies that follow it, and bodies
+    that break it), a bounded number per route: never a 5xx, every answer and error in its declared shape, and a
+    fixed good request answered the same before and after."""
+    schemathesis = pytest.importorskip("schemathesis")
+    good = {"query": QUERY, "documents": DOCUMENTS, "first_stage_scores": SCORES}
+    with serving(exports["fused"], "--serve.max_documents", "20", "--serve.max_body_bytes", "65536") as server:
+        before = server.post("/v2/rerank", good).json()["results"]
+        schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
+        operations = {result.ok().label: result.ok() for result in schema.get_all_operations()}
+        assert {"POST /v1/rerank", "POST /v2/rerank", "POST /rerank", "GET /info"} <= set(operations)
+        assert operations["POST /rerank"].definition.raw["requestBody"]["content"]["application/json"]["schema"]
+        failures: list[str] = []
+        for label, operation in operations.items():
+            modes = [schemathesis.GenerationMode.POSITIVE]
+            if label.startswith("POST"):
+                modes.append(schemathesis.GenerationMode.NEGATIVE)
+            for mode in modes:
+                failures += generated_failures(operation, mode, server.url)
+        assert failures == []
+        after = server.post("/v2/rerank", good).json()["results"]
+        assert after == before
+        assert server.process.poll() is None
+
+
+def generated_failures(operation: object, mode: object, url: str, examples: int = 25) -> list[str]:
+    """``examples`` requests that schemathesis draws for ``operation`` in ``mode``, each checked: no 5xx, the status,
+    content type and body its schema declares (a request that follows the schema may still be refused: documents
+    and scores of unequal lengths)."""
+    from hypothesis import HealthCheck, given, settings
+    from schemathesis.specs.openapi.checks import positive_data_acceptance
+
+    failures: list[str] = []
+
+    @given(case=operation.as_strategy(generation_mode=mode))
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    def call(case: object) -> None:
+        response = case.call(base_url=url, timeout=30)  # no hang: each answered within 30 s
+        try:
+            case.validate_response(response, excluded_checks=[positive_data_acceptance])
+        except Exception as failure:
+            failures.append(f"{operation.label} {mode.value}: {response.status_code} {str(failure)[:300]}")
+
+    call()
+    return failures

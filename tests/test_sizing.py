@@ -11,10 +11,11 @@ import pytest
 from helpers import WORDS, tiny_bert
 
 from rerank.cli.arguments import RerankCLI
+from rerank.config.tokenization import TokenizationConfig
 from rerank.data.pseudo_queries import are_paragraphs
 from rerank.model.cross_encoder import CrossEncoderModel, load_tokenizer
 from rerank.model.sizing import cut_queries, percentile, query_lengths, size_tokenization, sized
-from rerank.model.tokenization import PairTokenizer, TokenizationConfig
+from rerank.model.tokenization import PairTokenizer
 from rerank.training.datamodule import RerankDataModule
 
 QUERIES = {"1": "wind tunnel", "2": " ".join(WORDS), "3": " ".join(WORDS[:6])}  # 2, 10 and 6 tokens

@@ -17,23 +17,18 @@ from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert, tiny_
 from safetensors.torch import load_file
 
 from rerank.cli import fit
+from rerank.config.optimizer import OptimizerSettings
+from rerank.config.pretrain import PretrainConfig
+from rerank.config.source import SourceConfig, as_source_config
+from rerank.config.teacher import TeacherConfig
 from rerank.data.candidates import CandidateLists, read_candidates
 from rerank.data.collection import Collection, CollectionConfig, _IrDatasetsSource
 from rerank.data.pseudo_queries import PseudoQueryConfig, pseudo_queries, sized_to
 from rerank.data.trec import read_run, write_run
 from rerank.first_stage import FirstStageConfig
-from rerank.teacher import TeacherConfig, teacher_scores
+from rerank.teacher import teacher_scores
 from rerank.training.examples import TrainingLists, TrainingSampler, proportions
-from rerank.training.optimizer import OptimizerSettings
-from rerank.training.pretraining import PretrainConfig
-from rerank.training.sources import (
-    SourceConfig,
-    SourceContext,
-    TrainingSource,
-    as_source_config,
-    resolve,
-    source_run,
-)
+from rerank.training.sources import SourceContext, TrainingSource, resolve, source_run
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 

@@ -14,11 +14,11 @@ from helpers import MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
 from test_sources import write_config
 
 from rerank.cli import fit
+from rerank.config.pretrain import PretrainConfig
 from rerank.errors import UserError
 from rerank.model.cross_encoder import load_tokenizer
 from rerank.model.tokenization import PairTokenizer
 from rerank.training import pretraining
-from rerank.training.pretraining import PretrainConfig
 from rerank.training.stage_validation import HeldOutValidation, distillation_loss, hold_out
 
 STAGE_SOURCE = {"queries": "pseudo", "pseudo": {"count": 20}, "targets": "teacher"}

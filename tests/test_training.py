@@ -23,17 +23,17 @@ import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 
 from rerank.cli import fit
+from rerank.config.optimizer import OptimizerSettings
+from rerank.config.selection import SelectionRules
+from rerank.config.tokenization import TokenizationConfig
 from rerank.data.collection import Collection, CollectionConfig
 from rerank.data.folds import FoldsConfig, kfold
 from rerank.data.trec import read_run
 from rerank.evaluation import evaluate
 from rerank.first_stage import FirstStageConfig
-from rerank.model.tokenization import TokenizationConfig
-from rerank.selection import SelectionRules
 from rerank.training.datamodule import RerankDataModule
 from rerank.training.evaluator import Evaluator, Validated, evaluator_of
 from rerank.training.lightning_module import RerankModule
-from rerank.training.optimizer import OptimizerSettings
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 REPO = Path(__file__).resolve().parents[1]
@@ -253,6 +253,9 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     straight = run("straight")
     assert straight.returncode == 0, straight.stderr[-3000:]
     assert "resuming" not in straight.stderr  # testing the best checkpoint resumes nothing
+    change = "trainer.limit_train_batches 8: each epoch trains on that many batches"  # said at the start and end
+    assert f"the recipe is changed by {change}" in straight.stderr
+    assert f"note: the recipe was changed by {change}" in straight.stdout
     assert_each_epochs_validation_run_is_kept(tmp_path / "straight", straight.stderr)
     killed = run("resumed", "--trainer.callbacks+=helpers.KillAtStep", "--trainer.callbacks.step=5")
     assert killed.returncode == -9  # SIGKILL in the middle of epoch 0, after last.ckpt at step 4
@@ -310,6 +313,16 @@ def fit_fails(workdir: Path, tmp_path: Path, *overrides: str) -> str:
         fit.main(["--config", str(config), "--output_dir", str(tmp_path / "out"), *overrides])
     assert not (tmp_path / "out" / "checkpoints").exists()
     return str(error.value)
+
+
+def test_a_top_level_optimizer_or_scheduler_is_refused_naming_the_recipes_option(workdir: Path,
+                                                                                   tmp_path: Path) -> None:
+    assert "--optimizer: optimizer would replace the recipe's optimizer: set model.optimizer instead" in fit_fails(
+        workdir, tmp_path, "--optimizer", "AdamW")
+    config = tmp_path / "scheduler.yaml"
+    config.write_text("lr_scheduler:\n  class_path: torch.optim.lr_scheduler.StepLR\n")
+    assert f"{config}:1: lr_scheduler would replace the recipe's schedule" in fit_fails(workdir, tmp_path,
+                                                                                       "--config", str(config))
 
 
 def test_unknown_loss_fails_before_training(workdir: Path, tmp_path: Path) -> None:

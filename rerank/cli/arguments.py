@@ -25,19 +25,21 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
 from ..checks import check_range
+from ..config.pretrain import PretrainConfig
+from ..config.source import as_source_configs
+from ..config.tokenization import TokenizationConfig
 from ..data.collection import Collection, as_collection_config
 from ..model.sizing import size_tokenization
-from ..model.tokenization import TokenizationConfig
 from ..run_directory import RunDirectory
 from ..training.checkpoint_io import AtomicCheckpointIO
 from ..training.datamodule import RerankDataModule
 from ..training.evaluator import Evaluator
 from ..training.lightning_module import RerankModule
 from ..training.precision import effective_precision
-from ..training.pretraining import PretrainConfig
+from ..training.preemption import Resumable
 from ..training.progress import progress_callbacks
-from ..training.sources import as_source_configs
 from .configs import resolve_configs
+from .schema import refuse_replacements
 
 T = TypeVar("T")
 
@@ -57,8 +59,9 @@ class RerankCLI(LightningCLI):
                  arguments: Callable[[LightningArgumentParser], None] | None = None,
                  instantiate: bool = True) -> None:
         self._command_arguments, self._instantiate = arguments, instantiate
+        refuse_replacements(resolve_configs(args))
         super().__init__(RerankModule, RerankDataModule, args=resolve_configs(args), run=False,
-                         save_config_callback=None, seed_everything_default=42,
+                         save_config_callback=None, seed_everything_default=42, auto_configure_optimizers=False,
                          load_from_checkpoint_support=False, trainer_defaults={"callbacks": progress_callbacks()},
                          parser_kwargs={"prog": prog, "description": description})
 
@@ -120,12 +123,15 @@ class RerankCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, writing checkpoints crash-safely (:mod:`rerank.training.checkpoint_io`) unless told
-        otherwise."""
+        otherwise, and resumable after SIGTERM or SIGINT (:class:`~rerank.training.preemption.Resumable`: the run
+        directory's ``last.ckpt``)."""
         plugins = self.config_init.trainer.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, list | tuple) else [plugins]
         if not any(isinstance(plugin, CheckpointIO) for plugin in plugins):
             plugins.append(AtomicCheckpointIO())
-        return super().instantiate_trainer(plugins=plugins, **kwargs)
+        trainer = super().instantiate_trainer(plugins=plugins, **kwargs)
+        trainer.callbacks.append(Resumable(RunDirectory(Path(self.config.output_dir)).last_checkpoint))
+        return trainer
 
     def option(self, key: str, cls: type[T] | None = None) -> Any:
         """The parsed value of ``key`` (``data.first_stage``), as plain values or built into dataclass ``cls``."""
@@ -157,6 +163,13 @@ def add_run_option(parser: LightningArgumentParser, what: str) -> None:
     options before parsing; the parser lists it in the help)."""
     parser.add_argument("--run", type=str | None, default=None,
                         help=f"{what} (sets data.first_stage.backend run and data.first_stage.run)")
+
+
+def add_untrained_head_option(parser: LightningArgumentParser) -> None:
+    """``--untrained_head``: score with a model whose weights hold no scoring head (refused otherwise)."""
+    parser.add_argument("--untrained_head", type=bool, default=False,
+                        help="score with a model whose weights hold no scoring head (a raw encoder), its head "
+                             "freshly initialised: its scores rank at random; every output says so")
 
 
 def run_shortcut(arguments: list[str]) -> list[str]:

@@ -4,8 +4,10 @@ The options are ``rerank fit``'s, parsed by the same parser, so the folds rotate
 fits see (``--data.folds.count 10`` rotates 10 folds). Runs ``rerank fit`` once per test fold (``DIR/fold<k>``,
 each in its own process; validation is the fold before the test fold, training the others, as in
 :mod:`rerank.data.folds`), skipping folds whose ``metrics.json`` exists, so an interrupted cross-validation
-resumes where it stopped (an interrupted fold from its ``last.ckpt``). Then it concatenates the per-fold test runs
-and writes ``DIR/cv_metrics.json``: each measure the fits report (``evaluation.metrics``) over all the folds'
+resumes where it stopped (an interrupted fold from its ``last.ckpt``); a SIGTERM or SIGINT is passed on to the fold
+under way, which saves where it stands (:mod:`rerank.preemption`). The folds after the first train the stage steps the
+first one planned (``pretrain.max_steps: auto``), so that they share its stage. Then it concatenates the per-fold test
+runs and writes ``DIR/cv_metrics.json``: each measure the fits report (``evaluation.metrics``) over all the folds'
 judged test queries (a query without candidates counts 0, as in each fold's ``metrics.json``), per fold,
 and mean +- standard error over folds (:class:`~rerank.run_directory.CrossValidationDirectory`), and the ranker
 each fold deployed (``deployed``: each query by its fold's, with paired t-tests against the first stage and the
@@ -23,8 +25,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
+from .. import preemption
 from ..data.collection import Collection, as_collection_config
 from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, restrict, write_run
@@ -54,6 +58,16 @@ def fold_command(arguments: list[str], fold: int, directory: RunDirectory) -> li
     if directory.last_checkpoint.exists():
         command += ["--ckpt_path", "last"]  # an interrupted fold resumes
     return command
+
+
+def stage_steps(directory: RunDirectory) -> list[str]:
+    """``--pretrain.max_steps N``: the steps a fold's judgment-free stage trained (``auto`` resolved, in its
+    config.yaml), for the folds after it, so that they load the same stage whatever the machine's load when they
+    start; empty without a stage."""
+    if not directory.config.is_file():
+        return []
+    steps = (yaml.safe_load(directory.config.read_text(encoding="utf-8")) or {}).get("pretrain") or {}
+    return ["--pretrain.max_steps", str(steps["max_steps"])] if isinstance(steps.get("max_steps"), int) else []
 
 
 def first_stage_of(directory: RunDirectory, test: Run) -> Run:
@@ -147,23 +161,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     fit_arguments = _without(arguments, ("--folds", "--output_dir"))
     with folder.claimed("rerank cv"):
         keep_log(folder.root)
+        stage: list[str] = []  # the first fold's stage steps, which the others take (the stage is theirs too)
         for fold in folds:
             directory = folder.fold(fold)
             if directory.metrics.exists():
                 logger.info("fold %d: done already (%s), skipped", fold, directory.root)
+                stage = stage or stage_steps(directory)
                 continue
-            command = fold_command(fit_arguments, fold, directory)
+            command = fold_command([*fit_arguments, *stage], fold, directory)
             logger.info("fold %d: %s", fold, " ".join(command))
-            done = subprocess.run(command)
-            if done.returncode != 0:
-                raise UserError(f"fold {fold} failed (exit {done.returncode}; its error is above); mend it and rerun "
+            code = _run_fold(command, fold, directory.root)
+            if code != 0:
+                raise UserError(f"fold {fold} failed (exit {code}; its error is above); mend it and rerun "
                                 "the same command to resume")
+            stage = stage or stage_steps(directory)
         collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
         measure = cli.config.evaluation.selection.measure
         judged = judged_test_queries(folds_config, folds, collection.qrels)
         report = summarise(folder, folds, judged, measure)
     show(cv_summary(report, measure, folder.root))
     return report
+
+
+def _run_fold(command: list[str], fold: int, root: Path) -> int:
+    """Run one fold's ``rerank fit``; a SIGTERM or SIGINT meanwhile is passed on to it, which stops at a saved state,
+    and then stops the cross-validation too (:class:`~rerank.preemption.Preempted`).
+
+    Returns:
+        the fold's exit status (0: done).
+    """
+    process = subprocess.Popen(command)
+    with preemption.phase(f"fold {fold}"), preemption.deferred(forward=process):
+        code = process.wait()
+    stopped = {128 + signum for signum in preemption.SIGNALS} | {-signum for signum in preemption.SIGNALS}
+    if preemption.pending() is not None or code in stopped:
+        with preemption.phase(f"fold {fold}"):
+            raise preemption.stop(f"fold {fold} saved where it stood in {root}")
+    return code
 
 
 def _without(arguments: list[str], options: tuple[str, ...]) -> list[str]:

@@ -6,6 +6,8 @@ and the ``ValueError`` and ``OSError`` (``FileNotFoundError``, ...) it raises wi
 ``MisconfigurationException``. Anything else (a shape mismatch in torch, a failure on a GPU, an ``AssertionError``,
 a ``TypeError``) is a bug in rerank or a library it uses: its traceback is shown.
 
+A command stopped by SIGTERM or SIGINT says what it kept and exits with 128 + the signal (:mod:`rerank.preemption`).
+
 Torch-free, like :mod:`rerank.cli.configs` and :mod:`rerank.cli.schema`: the ``rerank`` dispatcher answers
 ``--help`` and rejects mistyped options before the heavy libraries load.
 """
@@ -18,7 +20,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import UserError
+from .. import preemption
+from ..errors import UserError, environment_fault
 
 DEBUG = "RERANK_DEBUG"
 """Set this environment variable (to 1) to see the traceback of a user error instead of its message alone."""
@@ -43,10 +46,23 @@ def is_user_error(error: BaseException) -> bool:
 
 def run(main: Callable[[list[str] | None], Any], argv: list[str] | None = None) -> None:
     """Run a command's ``main``; a user error prints one line (its message) and exits 2, unless ``RERANK_DEBUG``
-    is set, which shows the traceback; any other error shows its traceback, says it is a bug, and exits 1."""
+    is set, which shows the traceback; any other error shows its traceback, says it is a bug, and exits 1. SIGTERM
+    and SIGINT stop it cleanly (:mod:`rerank.preemption`): one line that says what was kept, exit status 128 +
+    the signal."""
     try:
-        main(argv)
+        with preemption.handled():
+            main(argv)
+    except preemption.Preempted as stopped:
+        print(f"rerank: {stopped}", file=sys.stderr)
+        raise SystemExit(stopped.exit_status) from None
     except Exception as error:
+        fault = None if is_user_error(error) else environment_fault(error)
+        if fault is not None and not os.environ.get(DEBUG):  # a full disk or a folder that cannot be written
+            where = f"{fault.filename}: " if fault.filename else ""
+            print(f"error: {where}{fault.strerror or fault} ({type(error).__name__}: {_first_line(error)})",
+                  file=sys.stderr)
+            print(f"(set {DEBUG}=1 for the traceback)", file=sys.stderr)
+            raise SystemExit(2) from None
         if is_user_error(error) and not os.environ.get(DEBUG):
             print(f"error: {error}", file=sys.stderr)
             print(f"(set {DEBUG}=1 for the traceback)", file=sys.stderr)
@@ -56,3 +72,7 @@ def run(main: Callable[[list[str] | None], Any], argv: list[str] | None = None) 
         traceback.print_exc()
         print(f"\n{BUG}", file=sys.stderr)
         raise SystemExit(1) from None
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [""])[0][:200]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from jsonargparse import ActionYesNo, ArgumentParser
 
+from ..errors import UserError
 from ..export import card_from_run, export
 from ..logs import configure_logging
 from ..training.lightning_module import RerankModule
@@ -27,6 +28,8 @@ def parser() -> ArgumentParser:
     commands.add_argument("--out", type=str, required=True, help="the folder to write")
     commands.add_argument("--onnx", action=ActionYesNo, default=False,
                           help="also write model.onnx (checked with onnxruntime)")
+    commands.add_argument("--untrained_head", action=ActionYesNo, default=False,
+                          help="export a checkpoint written before any training step (its head as initialised)")
     return commands
 
 
@@ -36,11 +39,22 @@ def main(argv: list[str] | None = None) -> Path:
     checkpoint = Path(config.ckpt)
     if not checkpoint.is_file():
         raise FileNotFoundError(f"--ckpt {checkpoint}: no such checkpoint file")
+    if not config.untrained_head and trained_steps(checkpoint) == 0:
+        raise UserError(f"--ckpt {checkpoint}: written before any training step, so its scoring head is as it was "
+                        "initialised: export a checkpoint of a fit that trained (its checkpoints/best.ckpt or "
+                        "last.ckpt), or pass --untrained_head to export it on purpose")
     module = RerankModule.load_from_checkpoint(checkpoint, map_location="cpu", weights_only=True)
     out = export(module.model, config.out, card_from_run(checkpoint, dict(module.hparams)), onnx=config.onnx,
                  deployment=module.deployment)
     print(out)
     return out
+
+
+def trained_steps(checkpoint: Path) -> int:
+    """The optimizer steps a checkpoint's weights were trained for (``global_step``), read without its tensors."""
+    import torch
+
+    return int(torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True).get("global_step", 0))
 
 
 if __name__ == "__main__":

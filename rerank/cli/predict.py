@@ -39,13 +39,14 @@ from ..data.trec import check_scored, write_run
 from ..deployment import Deployment, check_teacher, saved_deployment
 from ..evaluation import evaluate
 from ..logs import configure_logging, keep_log
+from ..model.cross_encoder import require_trained_head
 from ..run_directory import Metrics, RunDirectory
 from ..teacher import teacher_scores
 from ..training.datamodule import RerankDataModule
 from ..training.evaluator import evaluator_of
 from ..training.lightning_module import RerankModule
 from ..training.prediction_writer import RunWriter
-from .arguments import RerankCLI, add_run_option, run_shortcut
+from .arguments import RerankCLI, add_run_option, add_untrained_head_option, run_shortcut
 from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -57,6 +58,7 @@ def _arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--ranker", type=Literal["deployed", "reranker"], default="deployed",
                         help="deployed: the ranker the model's export deploys (rerank.deployment); reranker: the "
                              "pure cross-encoder")
+    add_untrained_head_option(parser)
 
 
 def main(argv: list[str] | None = None) -> Metrics:
@@ -66,8 +68,12 @@ def main(argv: list[str] | None = None) -> Metrics:
     cli = RerankCLI(arguments, prog="rerank predict", description=DESCRIPTION, arguments=_arguments)
     directory = RunDirectory(Path(cli.config.output_dir))
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
+    if not cli.config.untrained_head:
+        require_trained_head(model.model, model.hparams.model_name)
+    untrained = "-untrained-head" if not model.model.head_trained else ""  # in every line of the runs
     deployment = deployed(model, data, cli.config.ranker)
-    writer = RunWriter(directory.run(f"{RUN_NAME}.reranker"), tag=f"rerank-{Path(model.hparams.model_name).name}")
+    writer = RunWriter(directory.run(f"{RUN_NAME}.reranker"),
+                       tag=f"rerank-{Path(model.hparams.model_name).name}{untrained}")
     trainer.callbacks.append(writer)
     metrics: Metrics = {}
     with directory.claimed("rerank predict") if trainer.is_global_zero else contextlib.nullcontext():
@@ -81,7 +87,7 @@ def main(argv: list[str] | None = None) -> Metrics:
                    if deployment.needs_teacher else None)
         runs = {"reranker": writer.reranked, "first_stage": writer.first_stage, "teacher": teacher,
                 deployment.ranker: deployment.combine(writer.reranked, writer.first_stage, teacher)}
-        write_run(runs[deployment.ranker], directory.run(RUN_NAME), tag=f"rerank-{deployment.ranker}")
+        write_run(runs[deployment.ranker], directory.run(RUN_NAME), tag=f"rerank-{deployment.ranker}{untrained}")
         if collection.has_qrels:
             split = data.predict_queries
             qrels = collection.qrels if split == "all" else data.judgments(split)
@@ -92,6 +98,9 @@ def main(argv: list[str] | None = None) -> Metrics:
             print(json.dumps(metrics, indent=2))
         print(f"re-ranked by the deployed ranker, {deployment.describe()}: {directory.run(RUN_NAME)}; the pure "
               f"re-ranker's beside it: {directory.run(f'{RUN_NAME}.reranker')}")
+        if untrained:
+            print(f"warning: {model.hparams.model_name} scored with an untrained head (--untrained_head): its scores "
+                  "come from random weights, and the runs' tags say so")
     return metrics
 
 

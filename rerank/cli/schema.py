@@ -43,6 +43,7 @@ from ..atomic import atomic_write
 from ..cache import cache_path, discard, intact, sealing
 from .commands import HELP_ALL, READS
 from .configs import CONFIG_OPTIONS, config_files, read_config, settings
+from .values import check_values, given_settings, registry
 
 PACKAGE = Path(__file__).parents[1]
 HELP_COLUMNS = 80
@@ -162,8 +163,9 @@ def _reads(first_line: str, reads: tuple[str, ...]) -> bool:
     return name in ALWAYS or any(name == option or name.startswith(f"{option}.") for option in reads)
 
 
-def check(command: str, argv: list[str]) -> None:
-    """Fail on the certain mistakes of ``argv`` (config files resolved): unknown keys and badly typed values.
+def check(command: str, argv: list[str], files: bool = True) -> None:
+    """Fail on the certain mistakes of ``argv`` (config files resolved): unknown keys, badly typed values, values
+    the command refuses (:mod:`rerank.cli.values`) and, with ``files``, files the options name that do not exist.
 
     Raises:
         ValueError: naming the option, or the config file and line, and the nearest known names.
@@ -177,6 +179,36 @@ def check(command: str, argv: list[str]) -> None:
         option = options.lookup(options.unabbreviated(key), f"--{key}")
         if option is not None and option.kind == VALUE and value is not None:
             _check_value(option, yaml.safe_load(value) if value.strip() else value, value, f"--{key}")
+    unabbreviated = [_unabbreviated_argument(argument, options) for argument in argv]
+    check_values(command, given_settings(unabbreviated, options.options), entry(command).get("values", {}), files)
+
+
+def _unabbreviated_argument(argument: str, options: _Options) -> str:
+    """``--key[=value]`` with ``key`` spelled out (argparse takes unique abbreviations)."""
+    if not argument.startswith("--") or argument in CONFIG_OPTIONS or argument.startswith("--config="):
+        return argument
+    key, equals, value = argument[2:].partition("=")
+    plus = "+" if key.endswith("+") else ""
+    return f"--{options.unabbreviated(key.rstrip('+'))}{plus}{equals}{value}"
+
+
+def refuse_replacements(argv: list[str]) -> None:
+    """Fail on a top-level ``optimizer`` or ``lr_scheduler`` (an option or a config file's key) before the parser,
+    which does not have them, answers with its usage: each names the recipe's option that sets what it would.
+
+    Raises:
+        ValueError: ``--optimizer: optimizer would replace the recipe's optimizer: set model.optimizer instead ...``.
+    """
+    for path in config_files(argv):
+        node = read_config(path)
+        for setting, _ in settings(node) if node is not None else ():
+            if setting.key in REPLACED:
+                raise ValueError(f"{path}:{setting.line}: {setting.key} would replace the recipe's "
+                                 f"{REPLACED[setting.key]}")
+    for key, _ in _command_line(argv):
+        name = key.split(".")[0]
+        if name in REPLACED:
+            raise ValueError(f"--{key}: {name} would replace the recipe's {REPLACED[name]}")
 
 
 def _options(command: str) -> _Options:
@@ -225,6 +257,9 @@ class _Options:
         raise ValueError(self._unknown(key, where))
 
     def _unknown(self, key: str, where: str) -> str:
+        replaced = REPLACED.get(key.split(".")[0])
+        if replaced is not None:
+            return f"{where}: {key.split('.')[0]} would replace the recipe's {replaced}"
         message = f"{where}: unknown option {key!r}"
         known = [name for name, option in self.options.items() if option.kind != PARSER]
         near = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
@@ -244,6 +279,13 @@ class _Options:
                 _check_value(option, setting.value, value_node.value, f"{place}: {setting.key}")
 
 
+REPLACED = {
+    "optimizer": "optimizer: set model.optimizer instead (rerank's AdamW: encoder_lr, head_lr, weight_decay, warmup)",
+    "lr_scheduler": "schedule: set model.optimizer.warmup instead (a linear warm-up over that fraction of the steps, "
+                    "or that many steps, then a linear decay to 0)",
+}
+"""Lightning CLI's top-level options that rerank turns off, because they would replace the recipe's own, and the
+option that sets what they would."""
 EXPECTED = {"int": "an integer", "float": "a finite number", "bool": "true or false"}
 
 
@@ -283,7 +325,8 @@ def generate_command(command: str) -> dict[str, Any]:
     fresh interpreter by :func:`entry`, so that the help lists the subclasses loaded as a user's ``rerank <command>
     --help`` would: only what that command imports)."""
     parser, text = _parser_and_help(command)
-    return {"help": text, "options": {key: _fields(option) for key, option in sorted(_parser_options(parser).items())}}
+    return {"help": text, "options": {key: _fields(option) for key, option in sorted(_parser_options(parser).items())},
+            "values": registry()}
 
 
 def _fields(option: Option) -> dict[str, Any]:

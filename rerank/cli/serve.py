@@ -1,7 +1,7 @@
 """Serve a trained model's deployed ranker over HTTP: ``rerank serve --model.model_name DIR [--serve.port 8080]``.
 
 The options are those of every command (``--config`` files that stack, ``--model.model_name``), plus the server's
-(``serve:`` in the YAML; :class:`~rerank.serving.config.ServeConfig`: host, port, limits, batching, device) and
+(``serve:`` in the YAML; :class:`~rerank.config.serve.ServeConfig`: host, port, limits, batching, device) and
 ``--ranker`` (``deployed``, the export's deployed ranker; ``reranker``, the pure cross-encoder). The model is loaded
 before the server listens, so a wrong folder or a missing teacher fails in one line; the server then prints the
 address it listens on, warms the model on one pair (``GET /ready`` answers 200 once it has) and answers Cohere's
@@ -19,11 +19,11 @@ from typing import Literal
 
 from lightning.pytorch.cli import LightningArgumentParser
 
+from ..config.serve import ServeConfig
 from ..errors import UserError
 from ..logs import configure_logging
 from ..reranker import Reranker
-from ..serving.config import ServeConfig
-from .arguments import RerankCLI
+from .arguments import RerankCLI, add_untrained_head_option
 from .errors import run
 
 DESCRIPTION = __doc__.splitlines()[0]
@@ -31,10 +31,11 @@ DESCRIPTION = __doc__.splitlines()[0]
 
 def _arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--serve", type=ServeConfig, default=ServeConfig(),
-                        help="how the server listens, batches and refuses (rerank.serving.config)")
+                        help="how the server listens, batches and refuses (rerank.config.serve)")
     parser.add_argument("--ranker", type=Literal["deployed", "reranker"], default="deployed",
                         help="deployed: the ranker the model's export deploys (rerank.deployment); reranker: the "
                              "pure cross-encoder")
+    add_untrained_head_option(parser)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> None:
                     arguments=_arguments, instantiate=False)
     config = cli.option("serve", ServeConfig)
     model = cli.config.model.model_name
-    reranker = Reranker.from_pretrained(model, ranker=cli.config.ranker, device=config.device,
+    reranker = Reranker.from_pretrained(model, ranker=cli.config.ranker, untrained_head=cli.config.untrained_head,
+                                        device=config.device,
                                         precision=config.precision, batch_size=config.batch_size,
                                         remember=config.remember)
     try:
@@ -61,7 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     host, port = listening.getsockname()[:2]
     server = uvicorn.Server(uvicorn.Config(create_app(Service(model, reranker, config)), log_config=None,
                                            access_log=False, timeout_graceful_shutdown=config.graceful_seconds))
-    print(f"rerank serve: {model} ({reranker.deployment.describe()}) on http://{host}:{port} "
+    untrained = ", with an untrained head: its scores rank at random" if reranker.untrained_head else ""
+    print(f"rerank serve: {model} ({reranker.deployment.describe()}{untrained}) on http://{host}:{port} "
           "(GET /ready: 200 once warm)", flush=True)
     previous = {sig: signal.signal(sig, _drained) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:  # uvicorn drains on these signals, then raises them again: they then end here, with status 0

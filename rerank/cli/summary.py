@@ -27,8 +27,45 @@ ROWS = (("first_stage", "first stage"),
 MARK = "<- deployed"
 
 
+def recipe_changes(options: dict[str, Any]) -> list[str]:
+    """What ``options`` (a fit's merged config, as plain values) set that changes how the recipe trains, validates,
+    tests or chooses its weights without being one of its own settings: Trainer limits, extra callbacks, another
+    checkpoint rule. Said when a fit starts and again in its summary."""
+    trainer, checkpoint = options.get("trainer") or {}, options.get("checkpoint") or {}
+    found = []
+    if trainer.get("max_steps") not in (None, -1):
+        found.append(f"trainer.max_steps {trainer['max_steps']}: the training stops at that step, before "
+                     "trainer.max_epochs if it comes first")
+    if trainer.get("max_time") is not None:
+        found.append(f"trainer.max_time {trainer['max_time']}: the training stops after that time, wherever it stands")
+    for key in ("min_steps", "min_epochs"):
+        if trainer.get(key) is not None:
+            found.append(f"trainer.{key} {trainer[key]}: the training goes on at least that long")
+    limits = {"limit_train_batches": "each epoch trains on that many batches (a fraction, or a number), not on all "
+                                     "its lists",
+              "limit_val_batches": "validation scores only that part of its queries, the others counting 0: the "
+                                   "tested weights and the deployed ranker are chosen on them",
+              "limit_test_batches": "the test scores only that part of its queries, the others counting 0 in the "
+                                    "test figures"}
+    for key, what in limits.items():
+        if trainer.get(key) not in (None, 1.0):
+            found.append(f"trainer.{key} {trainer[key]}: {what}")
+    if trainer.get("val_check_interval") is not None or trainer.get("check_val_every_n_epoch") not in (None, 1):
+        found.append("trainer.val_check_interval / check_val_every_n_epoch: validation comes at other times than each "
+                     "epoch's end, and evaluation.selection.epoch chooses among those validations")
+    callbacks = trainer.get("callbacks") or []
+    names = [str(item.get("class_path", item)).rsplit(".", 1)[-1] if isinstance(item, dict) else type(item).__name__
+             for item in (callbacks if isinstance(callbacks, list) else [callbacks])]
+    if names:
+        found.append(f"trainer.callbacks adds {', '.join(names)} (which may stop or change the training)")
+    if checkpoint.get("mode") not in (None, "max"):
+        found.append(f"checkpoint.mode {checkpoint['mode']}: best.ckpt keeps the weights of the lowest validation "
+                     "figure, which evaluation.selection.epoch weighs against the last epoch's")
+    return found
+
+
 def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, directory: RunDirectory,
-                measure: str, queries: int, tested: str = "") -> list[str | Table]:
+                measure: str, queries: int, tested: str = "", changes: list[str] | None = None) -> list[str | Table]:
     """The end of ``rerank fit``: the test figure of each ranker on ``measure`` (with the validation figure the
     choice was made on), which weights were tested (``tested``, in words), the deployed one marked, its warnings,
     the model's folder and the command to use it."""
@@ -46,6 +83,7 @@ def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, di
                                 f"deployed: {deployment.describe()}: {rule(deployment)}"
                                 + (f", on {deployment.queries} validation queries" if deployment.queries else "")]
     lines += [f"warning: {line}" for line in deployment.warnings()]
+    lines += [f"note: the recipe was changed by {line}" for line in changes or []]
     model = directory.model
     lines += [f"model: {model} (rerank predict and rerank.Reranker re-rank with the deployed ranker; transformers "
               "and sentence-transformers load the pure re-ranker)",

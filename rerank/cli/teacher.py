@@ -18,13 +18,14 @@ from pathlib import Path
 
 from lightning.pytorch.cli import LightningArgumentParser
 
+from ..config.teacher import TeacherConfig
 from ..data.collection import Collection, as_collection_config
 from ..data.trec import read_run, top_k, write_run
 from ..evaluation import evaluate
 from ..first_stage import FirstStageConfig, write_first_stage_run
 from ..logs import configure_logging, keep_log
 from ..run_directory import Metrics, RunDirectory
-from ..teacher import DEFAULT_BI_ENCODER, TeacherConfig, teacher_scores
+from ..teacher import DEFAULT_BI_ENCODER, teacher_scores
 from .arguments import RerankCLI, add_run_option, run_shortcut
 from .errors import run
 

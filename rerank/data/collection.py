@@ -30,6 +30,7 @@ from typing import Any
 
 from ..atomic import atomic_directory, atomic_write
 from ..cache import cache_path, cache_root, file_digest, intact, reseal, sealing
+from ..errors import environment_fault
 from .lines import check_id, read_text, text_lines
 from .trec import Qrels, map_label, read_qrels
 
@@ -231,7 +232,12 @@ class _IrDatasetsSource(_Source):
         where = f"ir_datasets {self.config.ir_datasets!r}"
         with missing_data(self.config.ir_datasets, "queries"):
             records = list(self.dataset.queries_iter())
-        return {q.query_id: self.query_text(q._asdict(), where) for q in records}
+        queries = {q.query_id: self.query_text(q._asdict(), where) for q in records}
+        empty = [qid for qid, text in queries.items() if not text]
+        if empty:  # the dataset's own: kept, and said (they get no candidates, and count 0 where judged)
+            logger.warning("%s: %d queries have no text (%s%s): they get no candidates, and count 0 where judged",
+                           where, len(empty), ", ".join(empty[:5]), ", ..." if len(empty) > 5 else "")
+        return queries
 
     def has_qrels(self) -> bool:
         return self.dataset.has_qrels()
@@ -403,7 +409,8 @@ class _LocalSource(_Source):
 
             topics = TrecQueries(LocalDownload(path), namespace="local", lang="en")
             return {check_id(q.query_id, "query id", f"{path}, topic {q.query_id!r}"):
-                    self.query_text(q._asdict(), f"{path} topic {q.query_id}") for q in topics.queries_iter()}
+                    _with_text(self.query_text(q._asdict(), f"{path} topic {q.query_id}"), q.query_id,
+                               f"{path}, topic {q.query_id!r}") for q in topics.queries_iter()}
         queries = {}
         for number, line in text_lines(path):
             row = _tab_separated(line)
@@ -414,7 +421,7 @@ class _LocalSource(_Source):
             qid = check_id(row[0], "query id", f"{path}:{number}")
             if qid in queries:
                 raise ValueError(f"{path}:{number}: duplicate query id {qid!r}")
-            queries[qid] = self.query_text({"text": row[-1]}, f"{path}:{number}")
+            queries[qid] = _with_text(self.query_text({"text": row[-1]}, f"{path}:{number}"), qid, f"{path}:{number}")
         if not queries:
             raise ValueError(f"{path}: no queries (expected lines query_id<TAB>text, or TREC <top> topics)")
         return queries
@@ -450,6 +457,14 @@ def _check_ids(ids: set[str], known: Callable[[str], bool], what: str, where: st
                          "a file of another collection, or a wrong id column?")
     logger.warning("%s: %d of %d judged %s are not in %s (e.g. %s)", where, len(missing), len(ids), what, against,
                    examples)
+
+
+def _with_text(text: str, query_id: str, where: str) -> str:
+    """``text``, or a ValueError naming ``where`` (the file and line) when a query of a local file has none."""
+    if not text:
+        raise ValueError(f"{where}: query {query_id!r} has no text (after the query field or template is read); "
+                         "give it one, or leave the line out")
+    return text
 
 
 def _looks_like_trec_topics(path: Path) -> bool:
@@ -544,9 +559,14 @@ class _ArrowDocuments(Documents):
                     table = datasets.Dataset.from_generator(_read_documents, gen_kwargs={"path": str(self.path)},
                                                             cache_dir=str(staging / "build"))
                     table.save_to_disk(str(staging / "table"))
-                except datasets.exceptions.DatasetGenerationError as error:
+                except (datasets.exceptions.DatasetGenerationError, OSError) as error:
                     if isinstance(error.__cause__, ValueError):  # our own message, with file and line
                         raise error.__cause__ from None
+                    fault = environment_fault(error)
+                    if fault is not None:  # the disk's, not the documents': one line naming where it was writing
+                        raise OSError(fault.errno, f"{fault.strerror} while converting the documents of {self.path} "
+                                                   f"to Arrow in {self.cache_dir} (RERANK_CACHE, or "
+                                                   "data.collection.cache_dir, chooses where)") from None
                     raise
                 shutil.rmtree(staging / "build")
         return datasets.load_from_disk(str(cache / "table")), cache

@@ -2,7 +2,7 @@
 
 :class:`CrossEncoderModel` wraps a Hugging Face sequence-classification model with one label
 (``AutoModelForSequenceClassification(num_labels=1)``), its tokenizer and the tokenization it is trained and
-evaluated with (:class:`~rerank.model.tokenization.TokenizationConfig`). For BERT-style encoders the head is the
+evaluated with (:class:`~rerank.config.tokenization.TokenizationConfig`). For BERT-style encoders the head is the
 [CLS] vector through BERT's pooler, dropout and a linear layer; other architectures bring their own [CLS] head
 (ELECTRA's dense-GELU-linear, for instance). Keeping the library's own classes means that:
 
@@ -25,12 +25,15 @@ import dataclasses
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
-from .tokenization import PairInputs, PairTokenizer, TokenizationConfig
+from ..config.tokenization import TokenizationConfig
+from ..errors import UserError
+from .tokenization import PairInputs, PairTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -44,12 +47,14 @@ class CrossEncoderModel(nn.Module):
     """A one-output sequence-classification model, its tokenizer and its tokenization, scoring pairs."""
 
     def __init__(self, model: PreTrainedModel, tokenizer=None,
-                 tokenization: TokenizationConfig | None = None) -> None:
+                 tokenization: TokenizationConfig | None = None, head_trained: bool = True) -> None:
         super().__init__()
         if model.config.num_labels != 1:
             raise ValueError(f"a cross-encoder has one output; this model has num_labels={model.config.num_labels}")
         self.model = model
         self.tokenizer = tokenizer
+        self.head_trained = head_trained
+        """Whether the scoring head came from the loaded weights (False: freshly initialised, untrained)."""
         self.tokenization = (tokenization or saved_tokenization(model.config)
                              or default_tokenization(tokenizer)).check_resolved()
 
@@ -74,9 +79,6 @@ class CrossEncoderModel(nn.Module):
         """
         with _explained(name_or_path):
             config = AutoConfig.from_pretrained(name_or_path)
-        trained_head = bool(config.architectures) and any(
-            name.endswith("ForSequenceClassification") for name in config.architectures
-        ) and config.num_labels == 1
         config.num_labels = 1
         if dropout is not None:
             config.classifier_dropout = dropout
@@ -89,13 +91,16 @@ class CrossEncoderModel(nn.Module):
                 setattr(config, name, encoder_dropout)
         # float32 weights whatever the folder holds (a half-precision export, say): training keeps float32 master
         # weights under mixed precision, and Reranker casts for inference (its precision option)
-        model = AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config).float()
-        if not trained_head:
+        model, loading = AutoModelForSequenceClassification.from_pretrained(name_or_path, config=config,
+                                                                            output_loading_info=True)
+        model = model.float()
+        head_trained = not new_head(model, loading)
+        if not head_trained:
             logger.info("%s: a new one-output head on the [CLS] vector", name_or_path)
             _identity_pooler(model)
         if gradient_checkpointing:
             enable_activation_checkpointing(model)
-        return cls(model, load_tokenizer(name_or_path), tokenization)
+        return cls(model, load_tokenizer(name_or_path), tokenization, head_trained)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None,
                 chunk_size: int | None = None) -> Tensor:
@@ -212,6 +217,31 @@ def enable_activation_checkpointing(model: PreTrainedModel) -> None:
     """Recompute each layer's activations in the backward pass (``activation_checkpointing_enable`` since
     transformers 5, ``gradient_checkpointing_enable`` before it, now a deprecated alias that warns)."""
     getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
+
+
+def new_head(model: PreTrainedModel, loading: dict[str, Any]) -> bool:
+    """Whether ``model``'s scoring head (its parameters outside the base encoder) was freshly initialised when it
+    was loaded: missing from the weights, or of another shape (a two-label head, say); ``loading`` is
+    ``from_pretrained``'s ``output_loading_info``."""
+    prefix = f"{model.base_model_prefix}."
+    head = {name for name, _ in model.named_parameters() if not name.startswith(prefix)}
+    fresh = set(loading.get("missing_keys") or ()) | {key[0] if isinstance(key, tuple) else key
+                                                       for key in loading.get("mismatched_keys") or ()}
+    return bool(head & fresh)
+
+
+def require_trained_head(model: CrossEncoderModel, name_or_path: str) -> None:
+    """Fail when ``model``'s scoring head is not in its weights: its scores would come from random weights.
+
+    Raises:
+        UserError: naming the folder, what to give instead, and the option that scores such a model on purpose.
+    """
+    if not model.head_trained:
+        raise UserError(f"{name_or_path}: its weights hold no scoring head, so its scores would come from a freshly "
+                        "initialised, untrained one: give the folder rerank fit exports (OUTPUT/model) or a "
+                        "cross-encoder with a trained head (e.g. cross-encoder/ms-marco-MiniLM-L6-v2); to score "
+                        "this encoder with an untrained head on purpose, pass --untrained_head (Python: "
+                        "untrained_head=True)")
 
 
 def _identity_pooler(model: PreTrainedModel) -> None:

@@ -8,7 +8,7 @@
 
 A folder exported by rerank carries the tokenization it was trained and evaluated with (``max_length``,
 ``max_query_length``, passages), and the reranker uses it unless told otherwise; any other model gets the
-defaults of :class:`~rerank.model.tokenization.TokenizationConfig` (``max_length`` capped by the tokenizer's).
+defaults of :class:`~rerank.config.tokenization.TokenizationConfig` (``max_length`` capped by the tokenizer's).
 Pairs are tokenized once, sorted by token length and cut into batches, so that a batch pads its rows to a
 length close to their own (and long documents do not make every batch long); scores come back in input order.
 For runs too large for one process, ``rerank predict`` scores them across devices (:mod:`rerank.cli.predict`).
@@ -26,18 +26,18 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_range
+from ..config.precision import PRECISIONS
 from ..data.collection import Documents
 from ..data.trec import Run
 from . import speedups
-from .cross_encoder import CrossEncoderModel, max_over_passages, saved_tokenization
+from .cross_encoder import CrossEncoderModel, max_over_passages, require_trained_head, saved_tokenization
 from .tokenization import PairTokenizer
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = {"32": None, "bf16": torch.bfloat16, "16": torch.float16, "bf16-true": torch.bfloat16,
-              "16-true": torch.float16}
-"""``bf16`` and ``16``: autocast over float32 weights; ``bf16-true`` and ``16-true``: the weights themselves cast
-(faster on a GPU, and what sentence-transformers does with ``model_kwargs={"dtype": ...}``)."""
+DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16, "bf16-true": torch.bfloat16,
+          "16-true": torch.float16}
+"""The dtype of each of :data:`~rerank.config.precision.PRECISIONS`."""
 
 
 class PairScorer:
@@ -50,7 +50,7 @@ class PairScorer:
         precision: ``32``, ``bf16`` or ``16`` (autocast), ``bf16-true`` or ``16-true`` (weights cast).
         chunk_size: pairs tokenized and length-sorted together.
         exact: the exact speed-ups of :mod:`rerank.model.speedups` to apply (``cls_only_last_layer``, ``unpadded``).
-        **tokenization: overrides of the model's :class:`~rerank.model.tokenization.TokenizationConfig`
+        **tokenization: overrides of the model's :class:`~rerank.config.tokenization.TokenizationConfig`
             (``max_length``, ``max_query_length``, ``passages``, ``stride``, ``max_passages``); a value that
             differs from what an exported model was trained with is logged.
     """
@@ -64,10 +64,10 @@ class PairScorer:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.model = model.to(self.device).eval()
         if precision.endswith("-true"):
-            self.model.to(PRECISIONS[precision])
+            self.model.to(DTYPES[precision])
         speedups.enable(model.model, exact)  # the [CLS]-only last layer by default: exact, a sixth faster
         self.batch_size, self.chunk_size = batch_size, chunk_size
-        self.dtype = None if precision.endswith("-true") else PRECISIONS[precision]  # autocast dtype
+        self.dtype = None if precision.endswith("-true") else DTYPES[precision]  # autocast dtype
         changed = {key: value for key, value in tokenization.items() if getattr(model.tokenization, key) != value}
         if changed and saved_tokenization(model.model.config) is not None:
             logger.warning("re-ranking with %s; this model was trained and evaluated with %s", changed,
@@ -75,9 +75,17 @@ class PairScorer:
         self.tokenize = PairTokenizer(model.tokenizer, dataclasses.replace(model.tokenization, **tokenization))
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str, **options: object) -> PairScorer:
-        """A reranker from an exported folder, a sequence-classification cross-encoder or an encoder."""
-        return cls(CrossEncoderModel.from_pretrained(name_or_path), **options)
+    def from_pretrained(cls, name_or_path: str, untrained_head: bool = False, **options: object) -> PairScorer:
+        """A scorer from an exported folder or a sequence-classification cross-encoder; an encoder whose weights
+        hold no scoring head only with ``untrained_head`` (its scores then come from a random head).
+
+        Raises:
+            UserError: the model's scoring head is not in its weights, and ``untrained_head`` is not set.
+        """
+        model = CrossEncoderModel.from_pretrained(name_or_path)
+        if not untrained_head:
+            require_trained_head(model, name_or_path)
+        return cls(model, **options)
 
     @torch.inference_mode()
     def score_pairs(self, queries: Iterable[str], documents: Iterable[str],

@@ -25,10 +25,11 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from ..checks import AUTO
+from ..config.tokenization import MIN_LENGTH, TokenizationConfig
 from ..data.collection import Documents
 from ..data.pseudo_queries import are_paragraphs
 from .cross_encoder import exported_tokenization, load_tokenizer
-from .tokenization import MIN_LENGTH, TokenizationConfig, head
+from .tokenization import head
 
 logger = logging.getLogger(__name__)
 

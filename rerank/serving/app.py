@@ -12,7 +12,8 @@ APIs that search stacks already call.
 
 Every request is scored by the export's deployed ranker (:class:`~rerank.reranker.Reranker`), batched with the
 other requests in flight (:mod:`rerank.serving.batching`), so a request gets what ``Reranker.rerank`` gives for the
-same query and documents. The deployed ranker's name is in each answer's ``X-Rerank-Ranker`` header.
+same query and documents. The deployed ranker's name is in each answer's ``X-Rerank-Ranker`` header; a model served
+with an untrained head (``--untrained_head``) says so in ``X-Rerank-Untrained-Head: true`` and in ``/info``.
 
 Refusals, each in the original API's error shape (Cohere: ``{"message": ...}``; text-embeddings-inference:
 ``{"error": ..., "error_type": ...}``), naming the field at fault, the server serving on:
@@ -43,17 +44,21 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..config.serve import ServeConfig
 from ..reranker import Reranker
 from .batching import Batcher, Job, QueueFull
-from .config import ServeConfig
-from .requests import BadRequest, CohereRequest, TeiRequest, parse
+from .requests import BadRequest, CohereError, CohereRequest, CohereResponse, TeiError, TeiRank, TeiRequest, parse
 
 logger = logging.getLogger(__name__)
 
 VERSION = version("rerank")
 RETRY_AFTER = "1"
 """Seconds a refused client is asked to wait (``Retry-After``) when the queue is full or the model loading."""
+UNTRAINED = "X-Rerank-Untrained-Head"
+"""The header of every answer scored by a model whose head its weights did not hold (``--untrained_head``)."""
 
 
 class Service:
@@ -100,6 +105,7 @@ class Service:
         return {"model": self.model, "version": VERSION, "ready": self.ready.is_set(),
                 "ranker": deployment.ranker, "description": deployment.describe(), "weights": deployment.weights,
                 "needs_first_stage_scores": deployment.needs_first_stage,
+                "untrained_head": self.reranker.untrained_head,
                 "teacher": deployment.teacher.bi_encoder if deployment.teacher is not None else None,
                 "max_length": tokenization.max_length, "max_query_length": tokenization.max_query_length,
                 "device": str(self.reranker.device), "precision": config.precision,
@@ -116,6 +122,7 @@ class Api:
     """How one of the two APIs reads its requests and says its errors."""
 
     shape: type[CohereRequest] | type[TeiRequest]
+    answer: type[BaseModel]  # the model of an answer (TEI's: a list of them)
     invalid: int  # the status of a request that is JSON but not such a request
     too_many: int  # the status of a request with more documents than the limit
 
@@ -126,9 +133,31 @@ class Api:
             body = {"error": message, "error_type": kind}
         return JSONResponse(body, status_code=status, headers=headers)
 
+    @property
+    def error_model(self) -> type[BaseModel]:
+        return CohereError if self.shape is CohereRequest else TeiError
 
-COHERE = Api(CohereRequest, invalid=400, too_many=400)
-TEI = Api(TeiRequest, invalid=422, too_many=413)
+    def openapi(self) -> dict[str, Any]:
+        """The route's OpenAPI declarations: its request body (read by the route itself, so that the byte limit holds
+        before the body is read whole), its answer and its errors, each in this API's shape."""
+        fields = "a field missing, of the wrong type, unknown, or empty"
+        errors = {400: "a body that is not UTF-8 or not JSON" + (f"; {fields}" if self.invalid == 400 else ""),
+                  413: "a body, or a list of documents, over the server's limits (GET /info lists them)",
+                  422: (f"{fields}; " if self.invalid == 422 else "") + "a request the deployed ranker cannot score "
+                       "as it stands (first_stage_scores missing, a text that truncate: false refuses to cut)",
+                  500: "a failure of the server on this request alone (it goes on serving)",
+                  503: "the model warming up, or the queue full (Retry-After)"}
+        return {"response_model": self.answer if self.shape is CohereRequest else list[self.answer],
+                "responses": {status: {"model": self.error_model, "description": why}
+                              for status, why in errors.items()},
+                "openapi_extra": {"requestBody": {"required": True, "content": {"application/json": {
+                    "schema": self.shape.model_json_schema(by_alias=True, ref_template=REF)}}}}}
+
+
+REF = "#/components/schemas/{model}"
+COHERE = Api(CohereRequest, CohereResponse, invalid=400, too_many=400)
+TEI = Api(TeiRequest, TeiRank, invalid=422, too_many=413)
+APIS = {"/v1/rerank": COHERE, "/v2/rerank": COHERE, "/rerank": TEI}
 
 
 def create_app(service: Service) -> FastAPI:
@@ -140,7 +169,21 @@ def create_app(service: Service) -> FastAPI:
         yield
         await asyncio.to_thread(service.stop)
 
-    app = FastAPI(title="rerank serve", version=VERSION, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title="rerank serve", version=VERSION, lifespan=lifespan, docs_url="/docs", redoc_url=None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        """404, 405 and the like, in the shape of the API the path belongs to (Cohere's elsewhere)."""
+        api = APIS.get(request.url.path, COHERE)
+        return api.error(error.status_code, f"{request.method} {request.url.path}: {error.detail}",
+                         "not_found" if error.status_code == 404 else "validation", getattr(error, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def failure(request: Request, error: Exception) -> JSONResponse:
+        logger.error("%s %s failed", request.method, request.url.path, exc_info=error)
+        api = APIS.get(request.url.path, COHERE)
+        return api.error(500, f"the server failed on this request ({type(error).__name__}); it goes on serving",
+                         "backend")
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -156,15 +199,15 @@ def create_app(service: Service) -> FastAPI:
     async def info() -> dict[str, Any]:
         return service.info()
 
-    @app.post("/v1/rerank")
+    @app.post("/v1/rerank", **COHERE.openapi())
     async def cohere_v1(request: Request) -> Response:
         return await _rerank(request, service, COHERE, _cohere_answer("1"))
 
-    @app.post("/v2/rerank")
+    @app.post("/v2/rerank", **COHERE.openapi())
     async def cohere_v2(request: Request) -> Response:
         return await _rerank(request, service, COHERE, _cohere_answer("2"))
 
-    @app.post("/rerank")
+    @app.post("/rerank", **TEI.openapi())
     async def tei(request: Request) -> Response:
         return await _rerank(request, service, TEI, _tei_answer)
 
@@ -201,10 +244,23 @@ async def _rerank(request: Request, service: Service, api: Api, answer: Answer) 
     except QueueFull as full:
         return api.error(503, f"the server is at capacity ({full}); retry after {RETRY_AFTER} s", "overloaded",
                          {"Retry-After": RETRY_AFTER})
-    scores = await _scores(request, future)
+    try:
+        scores = await _scores(request, future)
+    except Exception as error:  # this request's own failure (a batch that failed is scored again job by job)
+        logger.error("scoring a request failed", exc_info=error)
+        return api.error(500, f"the server failed to score this request ({type(error).__name__}); it goes on "
+                              "serving", "backend")
     if scores is None:  # the client went away: its pairs were not scored (or are no longer waited for)
         return Response(status_code=499)
-    return JSONResponse(answer(parsed, scores), headers={"X-Rerank-Ranker": reranker.ranker})
+    if not all(math.isfinite(score) for score in scores):
+        return api.error(422, "the deployed ranker gave a score that is not a finite number for this request "
+                              "(first_stage_scores too far apart?)")
+    return JSONResponse(answer(parsed, scores), headers=_headers(reranker))
+
+
+def _headers(reranker: Reranker) -> dict[str, str]:
+    """What every scored answer carries: the deployed ranker, and that its head is untrained where it is."""
+    return {"X-Rerank-Ranker": reranker.ranker, **({UNTRAINED: "true"} if reranker.untrained_head else {})}
 
 
 async def _body(request: Request, limit: int) -> bytes:

@@ -10,7 +10,8 @@ ranker standardises each query's scores over that query's candidates), so whatev
 the scores that :meth:`~rerank.reranker.Reranker.rerank` gives.
 
 The queue holds at most ``max_queue_pairs`` pairs: a job that would exceed it is refused at once
-(:class:`QueueFull`), so memory stays bounded whatever the load. A job whose future was cancelled before its batch
+(:class:`QueueFull`), so memory stays bounded whatever the load. A batch whose scoring fails is scored again one job
+at a time, so that a failure is the failing request's alone. A job whose future was cancelled before its batch
 began (its client went away) is dropped unscored.
 """
 
@@ -119,16 +120,22 @@ class Batcher:
 
     def _work(self) -> None:
         while (batch := self._next_batch()) is not None:
-            if not batch:
-                continue
-            try:
-                scores = self.score(batch)
-            except Exception as error:  # every waiting request learns of it (and the server logs it)
-                for job in batch:
-                    job.future.set_exception(error)
-                continue
-            self.scored["requests"] += len(batch)
-            self.scored["batches"] += 1
-            self.scored["pairs"] += sum(job.pairs for job in batch)
-            for job, job_scores in zip(batch, scores):
-                job.future.set_result(job_scores)
+            if batch:
+                self._score(batch)
+
+    def _score(self, batch: list[Job]) -> None:
+        """Score ``batch``; if that fails, each job alone, so that a job's failure reaches its own request only."""
+        try:
+            scores = self.score(batch)
+        except Exception as error:
+            if len(batch) == 1:  # its own request learns of it (and the server logs it)
+                batch[0].future.set_exception(error)
+                return
+            for job in batch:
+                self._score([job])
+            return
+        self.scored["requests"] += len(batch)
+        self.scored["batches"] += 1
+        self.scored["pairs"] += sum(job.pairs for job in batch)
+        for job, job_scores in zip(batch, scores):
+            job.future.set_result(job_scores)

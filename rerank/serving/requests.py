@@ -11,7 +11,9 @@
 Both take one field more, ``first_stage_scores`` (a number per document, e.g. BM25's), which the deployed ranker
 needs when it mixes the first stage's scores (``interpolated``, ``fused``: :mod:`rerank.deployment`). Any other field
 is refused, naming it: a misspelt ``top_k`` would otherwise be ignored in silence. :func:`parse` turns a request body
-into one of these or a :class:`BadRequest` that names the field at fault.
+into one of these or a :class:`BadRequest` that names the field at fault. The answers and errors of each API are
+models here too (:class:`CohereResponse`, :class:`CohereError`, :class:`TeiRank`, :class:`TeiError`), so that the
+server's OpenAPI schema (``/openapi.json``, ``/docs``) describes every body it reads and writes.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-Score = Annotated[float, Field(allow_inf_nan=False)]
+SCORE_LIMIT = 1e15
+"""The largest first-stage score the server takes, in absolute value: far above any BM25 or model score, and far
+enough below the float range that standardising a query's scores stays finite."""
+Score = Annotated[float, Field(allow_inf_nan=False, ge=-SCORE_LIMIT, le=SCORE_LIMIT)]
 
 
 class BadRequest(Exception):
@@ -124,6 +129,8 @@ def parse(body: bytes, shape: type[R], invalid_status: int) -> R:
     except json.JSONDecodeError as error:
         raise BadRequest(400, f"the request body is not JSON: {error.msg} at line {error.lineno} column "
                               f"{error.colno}") from None
+    except RecursionError:
+        raise BadRequest(400, "the request body nests its JSON too deeply to be read") from None
     if not isinstance(data, dict):
         raise BadRequest(invalid_status, f"the request body must be a JSON object; got {type(data).__name__}")
     try:
@@ -155,3 +162,51 @@ def _described(error: dict[str, Any]) -> tuple[str, str]:
     if ": " in message and not location:  # the request's own checks name their field
         location, message = message.split(": ", 1)
     return location, message
+
+
+class CohereDocument(BaseModel):
+    """A document as Cohere's answer returns it (``return_documents``)."""
+
+    text: str
+
+
+class CohereResult(BaseModel):
+    """One ranked document of Cohere's answer: its index in the request, its score, and the document if asked."""
+
+    index: int
+    relevance_score: float
+    document: CohereDocument | None = None
+
+
+class CohereMeta(BaseModel):
+    api_version: dict[str, str]
+    billed_units: dict[str, int]
+
+
+class CohereResponse(BaseModel):
+    """Cohere's re-rank answer: the documents best first, ``top_n`` of them."""
+
+    id: str
+    results: list[CohereResult]
+    meta: CohereMeta
+
+
+class CohereError(BaseModel):
+    """Cohere's error body."""
+
+    message: str
+
+
+class TeiRank(BaseModel):
+    """One ranked text of text-embeddings-inference's answer (a list of them, best first)."""
+
+    index: int
+    score: float
+    text: str | None = None
+
+
+class TeiError(BaseModel):
+    """text-embeddings-inference's error body."""
+
+    error: str
+    error_type: str

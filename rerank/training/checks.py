@@ -4,14 +4,20 @@ has built them (with the pre-training stage's sources), and by the module when a
 
 - the lists against the loss head (:func:`check_list_size`);
 - each click source's estimator against the click head (:func:`check_click_head`).
+
+And what the module and the data module both refuse: no model (:data:`MODEL_NAME`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..config.source import SourceConfig
 from ..losses import RankingLoss
-from .sources import SourceConfig
+
+MODEL_NAME = ("model.model_name: give the model: to train, an encoder or a cross-encoder (a Hugging Face hub id or a "
+              "folder, e.g. sentence-transformers/all-MiniLM-L6-v2); to re-rank, the folder rerank fit exports")
+"""The error of a module or data module built without ``model.model_name`` (it has no default)."""
 
 
 def click_estimators(sections: Mapping[str, Sequence[SourceConfig]]) -> dict[str, str]:

@@ -2,7 +2,7 @@
 
 Configured under ``data:`` in the YAML (the sections ``collection``, ``first_stage``, ``folds`` and ``train``
 are those of :class:`~rerank.data.collection.CollectionConfig`, :class:`~rerank.first_stage.FirstStageConfig`,
-:class:`~rerank.data.folds.FoldsConfig` and :class:`~rerank.training.sources.SourceConfig`)::
+:class:`~rerank.data.folds.FoldsConfig` and :class:`~rerank.config.source.SourceConfig`)::
 
     data:
       collection: {ir_datasets: disks45/nocr/trec-robust-2004, query_field: title}
@@ -31,14 +31,17 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
+from .. import preemption
 from ..atomic import atomic_write
 from ..checks import check_range
+from ..config.source import SourceConfig, as_source_configs
+from ..config.tokenization import TokenizationConfig
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection, CollectionConfig, as_collection_config
 from ..data.folds import SPLITS, FoldsConfig, Split, make_split
@@ -46,12 +49,13 @@ from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run, write_first_stage_run
 from ..model.cross_encoder import load_tokenizer, resolve_tokenization
 from ..model.sizing import cut_queries, query_lengths
-from ..model.tokenization import PairTokenizer, TokenizationConfig
+from ..model.tokenization import PairTokenizer
 from ..run_directory import RunDirectory
 from ..teacher import TeacherRuns
 from .batches import EvaluationCollator, TrainingCollator
-from .examples import STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler, TrainingSource
-from .sources import SourceConfig, SourceContext, as_source_configs, resolve
+from .checks import MODEL_NAME
+from .examples import QRELS_STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler, TrainingSource
+from .sources import SourceContext, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -104,16 +108,16 @@ class RerankDataModule(pl.LightningDataModule):
         first_stage: FirstStageConfig | None = None,
         folds: FoldsConfig | None = None,
         train: Sequence[dict[str, Any] | SourceConfig] | None = None,
-        model_name: str = "bert-base-uncased",
+        model_name: str | None = None,
         tokenization: TokenizationConfig | None = None,
         output_dir: str = "runs/default",
         rerank_depth: int = 100,
         list_size: int = 8,
-        strategy: str = "random",
+        strategy: Literal[QRELS_STRATEGIES] = "random",
         batch_size: int = 1,
         repeats: int = 1,
         eval_batch_size: int = 64,
-        predict_queries: str = "all",
+        predict_queries: Literal[("all", *SPLITS)] = "all",
         num_workers: int = 0,
         seed: int = 42,
     ) -> None:
@@ -124,8 +128,8 @@ class RerankDataModule(pl.LightningDataModule):
         check_range("data.num_workers", num_workers, 0)
         if predict_queries not in ("all", *SPLITS):
             raise ValueError(f"data.predict_queries must be all or one of {', '.join(SPLITS)}; got {predict_queries!r}")
-        if strategy not in STRATEGIES[:3]:
-            raise ValueError(f"data.strategy must be one of {', '.join(STRATEGIES[:3])}; got {strategy!r}")
+        if strategy not in QRELS_STRATEGIES:
+            raise ValueError(f"data.strategy must be one of {', '.join(QRELS_STRATEGIES)}; got {strategy!r}")
         if strategy == "pairs" and list_size % 2:
             raise ValueError(f"data.strategy pairs needs an even data.list_size; got {list_size}")
         self.collection_config = as_collection_config(collection or {}, "data.collection")
@@ -136,6 +140,8 @@ class RerankDataModule(pl.LightningDataModule):
                              "retrieves")
         self.folds_config = folds or FoldsConfig()
         self.sources = as_source_configs(train or [{}], "data.train")
+        if model_name is None:
+            raise ValueError(MODEL_NAME)
         self.model_name, self.directory = model_name, RunDirectory(Path(output_dir))
         self.tokenization = resolve_tokenization(model_name, tokenization).check_resolved()
         self.rerank_depth, self.list_size, self.strategy = rerank_depth, list_size, strategy
@@ -181,9 +187,11 @@ class RerankDataModule(pl.LightningDataModule):
         if self.collection.has_qrels:
             self.collection.qrels  # noqa: B018
         if self._reads_first_stage_run():
-            self._write_first_stage_run()
+            with preemption.phase("the first stage"):
+                self._write_first_stage_run()
         if self._fits():  # kept for setup (the same process): lists are made once
-            self.training_sources()
+            with preemption.phase("the training lists (their candidates and teacher scores)"):
+                self.training_sources()
 
     def _write_first_stage_run(self) -> None:
         """The first-stage run into the run directory: BM25's from the cache (:func:`cached_run`: retrieved once for

@@ -8,7 +8,7 @@ qrels, which the data module gives (``judgments``; the teacher's scores of the s
 
     evaluation:
       metrics: [nDCG@10, nDCG@20, MAP, P@10]       # reported for validation and test
-      selection:                                   # rerank.selection.SelectionRules
+      selection:                                   # rerank.config.selection.SelectionRules
         measure: nDCG@10                           # chooses the checkpoint, the weights and the deployed ranker
         interpolate: true                          # also measure the fusions (interpolated; fused with a teacher)
         deploy: auto                               # or the ranker to deploy whatever validation says
@@ -38,13 +38,14 @@ import lightning.pytorch as pl
 import numpy as np
 import torch.distributed as dist
 
+from ..config.selection import SelectionRules
 from ..data.trec import Qrels, Run, write_run
 from ..deployment import beats_teacher, resolution
 from ..errors import UserError
-from ..evaluation import METRICS, evaluate, trec_measure
+from ..evaluation import METRICS, check_measures, evaluate
 from ..interpolation import fuse, interpolate
 from ..run_directory import Metrics, RunDirectory
-from ..selection import FUSED, SelectionRules, ValidationRuns, chosen_epoch, select
+from ..selection import FUSED, ValidationRuns, chosen_epoch, select
 from ..teacher import TeacherRuns
 from .lightning_module import RerankModule, Scored
 
@@ -57,7 +58,7 @@ class Evaluator(pl.Callback):
     Args:
         metrics: the measures reported for validation and test (aliases or trec_eval names).
         selection: how the checkpoint, the fusions' weights and the deployed ranker are chosen on validation
-            (:class:`~rerank.selection.SelectionRules`; its ``measure`` must be one of ``metrics``).
+            (:class:`~rerank.config.selection.SelectionRules`; its ``measure`` must be one of ``metrics``).
 
     Raises:
         ValueError: an unknown measure, or options that disagree, naming them.
@@ -66,7 +67,7 @@ class Evaluator(pl.Callback):
     def __init__(self, metrics: Sequence[str] = METRICS, selection: SelectionRules = SelectionRules()) -> None:  # noqa: B008 (frozen)
         self.metrics = list(metrics)
         self.selection = selection
-        _check(self.metrics, self.selection)
+        check_measures(self.metrics, self.selection.measure)
         self.report: Metrics = {}
         """The test figures of every ranker (after ``trainer.test``), as ``metrics.json`` stores them."""
         self.validations: list[Validated] = []
@@ -219,19 +220,6 @@ def _module(pl_module: pl.LightningModule) -> RerankModule:
     if not isinstance(pl_module, RerankModule):
         raise TypeError(f"the rerank Evaluator evaluates a RerankModule, not a {type(pl_module).__name__}")
     return pl_module
-
-
-def _check(metrics: Sequence[str], selection: SelectionRules) -> None:
-    """Fail on an unknown measure or on selection options that disagree, naming them (before anything loads).
-
-    Raises:
-        ValueError: ``evaluation.<option> ...``.
-    """
-    for measure in (*metrics, selection.measure):
-        trec_measure(measure)  # unknown measure names fail now, not after the first epoch
-    if selection.measure not in metrics:
-        raise ValueError(f"evaluation.selection.measure {selection.measure!r} must be one of evaluation.metrics "
-                         f"{list(metrics)}")
 
 
 @dataclass(frozen=True)

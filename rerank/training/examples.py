@@ -33,6 +33,8 @@ from ..data.collection import Documents
 from .batches import TrainingList
 
 STRATEGIES = ("top", "random", "pairs", "sample")
+QRELS_STRATEGIES = STRATEGIES[:3]
+"""The strategies ``data.strategy`` may name (for sources that learn from qrels; ``sample`` is the teacher's)."""
 
 
 @dataclass

@@ -5,7 +5,7 @@ Training (one step): the ``[Q, N]`` lists of a :class:`~rerank.training.batches.
 put back into ``[Q, N]`` (padded slots masked) and passed to the loss head named in the config::
 
     model:
-      model_name: bert-base-uncased
+      model_name: sentence-transformers/all-MiniLM-L6-v2
       loss: smoothi_ndcg                 # a name of rerank.losses.LOSSES, or {class_path: ..., init_args: ...}
       loss_args: {alpha: 1.0, delta: 0.1}
       teacher_loss: distill_listnet      # for lists with teacher scores (data.train sources with a teacher)
@@ -42,17 +42,18 @@ import torch
 from torch import Tensor
 
 from ..checks import check_range
+from ..config.optimizer import OptimizerSettings
+from ..config.source import SourceConfig
+from ..config.tokenization import TokenizationConfig
 from ..data.trec import Run
 from ..deployment import Deployment
 from ..losses import RankingLoss, build_loss
 from ..model import speedups as speedups_module
 from ..model.cross_encoder import CrossEncoderModel
-from ..model.tokenization import TokenizationConfig
 from ..selection import Selection
 from .batches import EvaluationBatch, TrainingBatch
-from .checks import check_click_head, check_list_size, click_estimators
-from .optimizer import OptimizerSettings, adamw, linear_schedule, param_groups
-from .sources import SourceConfig
+from .checks import MODEL_NAME, check_click_head, check_list_size, click_estimators
+from .optimizer import adamw, linear_schedule, param_groups
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +65,8 @@ class RerankModule(pl.LightningModule):
     """A cross-encoder trained with a ranking loss head.
 
     Args:
-        model_name: a Hugging Face encoder or one-label cross-encoder (hub id in the local cache, or a folder).
+        model_name: a Hugging Face encoder or one-label cross-encoder (hub id in the local cache, or a folder);
+            required.
         loss: the loss head: a name in :data:`rerank.losses.LOSSES`, or ``{class_path: ..., init_args: ...}``
             naming a :class:`~rerank.losses.RankingLoss` subclass.
         loss_args: the loss head's parameters (e.g. ``{alpha: 1.0, delta: 0.1}`` for ``smoothi_ndcg``).
@@ -87,12 +89,12 @@ class RerankModule(pl.LightningModule):
         forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
             row (less padding; None: the whole batch at once).
         optimizer: AdamW's learning rates, weight decay and warmup
-            (:class:`~rerank.training.optimizer.OptimizerSettings`).
+            (:class:`~rerank.config.optimizer.OptimizerSettings`).
     """
 
     def __init__(
         self,
-        model_name: str = "bert-base-uncased",
+        model_name: str | None = None,
         loss: str | dict[str, Any] = "smoothi_ndcg",
         loss_args: dict[str, Any] | None = None,
         teacher_loss: str | dict[str, Any] = "distill_listnet",
@@ -110,6 +112,8 @@ class RerankModule(pl.LightningModule):
         optimizer: OptimizerSettings = OptimizerSettings(),  # noqa: B008 (frozen)
     ) -> None:
         super().__init__()
+        if model_name is None:
+            raise ValueError(MODEL_NAME)
         self.save_hyperparameters()
         _check_options(self.hparams)
         names = speedups_module.resolve(speedups)

@@ -33,29 +33,34 @@ and, with ``patience``, stops early (:mod:`rerank.training.stage_validation`).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import lightning.pytorch as pl
 from safetensors.torch import load_file, save
 
+from .. import preemption
 from ..atomic import atomic_write
-from ..cache import cache_path, intact, sealing
-from ..checks import AUTO, check_range
+from ..cache import cache_key, cache_path, intact, sealing
+from ..checks import AUTO
+from ..config.optimizer import OptimizerSettings
+from ..config.pretrain import PretrainConfig
+from ..config.source import SourceConfig, as_source_configs
 from ..data.pseudo_queries import QUERIES
 from ..export import export
 from ..run_directory import read_json, write_json
-from .budget import StagePlan, plan_line, planned_steps, seconds_per_step
+from .budget import StagePlan, StepTimer, calibrate, plan_line, planned_steps, recheck, remembered
+from .checkpoint_io import AtomicCheckpointIO
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
-from .optimizer import OptimizerSettings, check_settings
+from .preemption import Resumable
 from .progress import stage_callbacks
-from .sources import SourceConfig, as_source_configs, sized_pseudo_queries
+from .sources import sized_pseudo_queries
 from .stage_validation import HeldOutValidation, describe, distillation_loss, hold_out
 
 logger = logging.getLogger(__name__)
@@ -69,65 +74,6 @@ QRELS_OPTIONS = ("loss", "loss_args")
 """Model settings that change the stage's weights only when one of its sources learns from judgments (``targets:
 qrels`` or ``both``): a batch without a relevant candidate gives the qrels head a graph-connected 0, so a stage of
 teacher targets trains the same weights whatever the head, and is shared by every head (the loss study)."""
-
-
-@dataclass
-class PretrainConfig:
-    """The judgment-free first stage of ``rerank fit``.
-
-    Attributes:
-        train: its training sources; none may use data.collection's real queries (``queries: train`` or
-            ``all`` without another collection): they would differ between folds.
-        max_steps: optimizer steps (of each round); ``auto``: as many as ``budget_minutes`` of this machine's time
-            buys, at most ``passes`` over the stage's lists (:mod:`rerank.training.budget`).
-        budget_minutes: the time ``max_steps: auto`` spends on the stage.
-        passes: the most passes over the stage's lists that ``max_steps: auto`` takes.
-        rounds: born-again rounds; from the second on, every teacher is mixed with the last round's student.
-        student_weight: the student's share of those mixes.
-        held_out: lists with teacher scores kept out of the stage to validate it (0: none): every ``validate_every``
-            steps the student's distillation loss on them is logged, and the stage keeps its best weights
-            (:mod:`rerank.training.stage_validation`).
-        validate_every: optimizer steps between two such checks.
-        patience: checks without a lower held-out loss before the stage stops (None: it runs all its steps).
-        optimizer: the stage's AdamW settings where they differ from ``model.optimizer``'s (e.g. ``{encoder_lr:
-            5.0e-5}``; :class:`~rerank.training.optimizer.OptimizerSettings`); empty, the model's. With it a fit can
-            train its folds at another rate and keep the stage, cached under the settings it trained with.
-    """
-
-    train: list[dict[str, Any]] = field(default_factory=list)
-    max_steps: int | Literal["auto"] = 300
-    budget_minutes: float = 30.0
-    passes: float = 8.0
-    rounds: int = 1
-    student_weight: float = 0.5
-    held_out: int = 0
-    validate_every: int = 100
-    patience: int | None = None
-    optimizer: dict[str, float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        check_settings(self.optimizer, "pretrain.optimizer")
-        if not self.train:
-            raise ValueError("pretrain.train: give at least one source (e.g. {queries: pseudo, targets: teacher, "
-                             "teacher: {bi_encoder: sentence-transformers/all-MiniLM-L6-v2}})")
-        if self.max_steps != AUTO:
-            check_range("pretrain.max_steps", self.max_steps, 1)
-        check_range("pretrain.budget_minutes", self.budget_minutes, above=0)
-        check_range("pretrain.passes", self.passes, above=0)
-        check_range("pretrain.rounds", self.rounds, 1)
-        check_range("pretrain.student_weight", self.student_weight, above=0, below=1)
-        check_range("pretrain.held_out", self.held_out, 0)
-        check_range("pretrain.validate_every", self.validate_every, 1)
-        if self.patience is not None:
-            check_range("pretrain.patience", self.patience, 1)
-            if not self.held_out:
-                raise ValueError("pretrain.patience stops the stage on its held-out lists: give pretrain.held_out too "
-                                 "(e.g. 100)")
-        for i, source in enumerate(as_source_configs(self.train, "pretrain.train")):
-            if source.uses_judgments:
-                raise ValueError(f"pretrain.train[{i}]: a stage shared by every fold cannot use data.collection's "
-                                 "queries and judgments (they differ between folds): use queries: pseudo, or another "
-                                 "collection")
 
 
 def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModule, trainer: dict[str, Any],
@@ -165,15 +111,14 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     if config.held_out:
         shape[0] |= {"held_out": config.held_out, "validate_every": config.validate_every,
                      "patience": config.patience}
+    checked = None
     if config.max_steps == AUTO:
-        seconds = seconds_per_step(module, stage, options, shape[1:])
-        lists = sum(len(source.lists) for source in stage.training_sources()) - config.held_out  # trained on
-        per_step = data.batch_size * (options.get("accumulate_grad_batches") or 1)  # lists an optimizer step takes
-        plan = StagePlan(planned_steps(config.budget_minutes, config.passes, seconds, lists, per_step), seconds, lists,
-                         config.budget_minutes, config.passes, per_step)
+        plan = remembered(stage.directory.root, cache_key(*shape),
+                          lambda: _plan(config, module, stage, options, shape[1:]))
         pseudo = "; ".join(source.pseudo.describe() for source in sources if source.pseudo is not None)
         logger.info(plan_line(plan, data.tokenization, training_steps(data, trainer.get("max_epochs")), pseudo))
         config = dataclasses.replace(config, max_steps=plan.steps)
+        checked = functools.partial(recheck, plan, key=shape[1:])
         shape[0] |= {"max_steps": config.max_steps}
     paths = [cache_path("pretrained", *shape, suffix=".safetensors")] + [
         cache_path("pretrained", *shape, {"round": round_, "student_weight": config.student_weight},
@@ -183,12 +128,29 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         for round_, path in enumerate(paths, 1):
             taught = [_taught_by(source, student, config, options) for source in sources]
             _round(path, module, stage if round_ == 1 else data.with_sources(taught, stage.directory.root), config,
-                   options, f"round {round_} of {config.rounds}", seed)
+                   options, f"round {round_} of {config.rounds}", seed, checked if round_ == 1 else None)
             if round_ < config.rounds:
                 student = _exported(module, path.with_suffix(""))
     data.sources = [_taught_by(source, student, config, options) for source in data.sources]
     pl.seed_everything(seed)
     return config
+
+
+def _plan(config: PretrainConfig, module: RerankModule, stage: RerankDataModule, options: dict[str, Any],
+          key: Any) -> StagePlan:
+    """``max_steps: auto``'s plan: at most ``config.passes`` over the stage's lists, capped by the time budget at
+    this machine's calibrated speed (:mod:`rerank.training.budget`)."""
+    calibration = calibrate(module, stage, options, key)
+    lists = sum(len(source.lists) for source in stage.training_sources()) - config.held_out  # trained on
+    per_step = stage.batch_size * (options.get("accumulate_grad_batches") or 1)  # lists an optimizer step takes
+    seconds = calibration.fastest
+    plan = StagePlan(planned_steps(config.budget_minutes, config.passes, seconds, lists, per_step), seconds, lists,
+                     config.budget_minutes, config.passes, per_step, calibration.describe())
+    if calibration.loaded and plan.bound == "the time budget":
+        logger.warning("the stage's steps were timed under load and the time budget chose its length: on a machine "
+                       "left to this fit it may be longer; set pretrain.max_steps for a stage that does not depend on "
+                       "the load")
+    return plan
 
 
 def _keyed(train: list[Any], given: list[SourceConfig], sources: list[SourceConfig]) -> list[Any]:
@@ -213,7 +175,7 @@ def training_steps(data: RerankDataModule, epochs: int | None) -> int:
 
 
 def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: PretrainConfig,
-           options: dict[str, Any], name: str, seed: int) -> None:
+           options: dict[str, Any], name: str, seed: int, checked: Callable[[StepTimer], None] | None = None) -> None:
     """One round: its weights from the cache, or ``config.max_steps`` steps on ``stage``'s sources from
     ``module``'s (validated on ``config.held_out`` of its lists, held out with ``seed``)."""
     curve = path.with_suffix(".held_out.json")  # the held-out checks, written before the weights
@@ -229,17 +191,30 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
         validation = HeldOutValidation(distillation_loss(hold_out(stage, config.held_out, seed), stage),
                                        config.validate_every, config.patience, f"pre-training, {name}")
         callbacks.append(validation)
-    logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(stage.sources))
+    resume = stage.directory.root / f"{path.stem}.resume.ckpt"  # where a stopped stage left off (Resumable)
+    timer = StepTimer()
+    callbacks += [Resumable(resume, "the judgment-free stage", at_end=False), timer]
+    if resume.is_file():
+        logger.info("pre-training stage, %s: resuming from %s", name, resume)
+    else:
+        logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(stage.sources))
     stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
                                enable_checkpointing=False, logger=False, callbacks=callbacks,
-                               default_root_dir=str(stage.directory.root))
-    stage_trainer.fit(module, datamodule=stage)
+                               default_root_dir=str(stage.directory.root), plugins=[AtomicCheckpointIO()])
+    with preemption.phase("the judgment-free stage"):
+        stage_trainer.fit(module, datamodule=stage, ckpt_path=resume if resume.is_file() else None,
+                          weights_only=True)
     if stage_trainer.is_global_zero:
         if validation is not None:  # before the weights: weights sealed in the cache have their curve beside them
             write_json(validation.record(), curve)
         with atomic_write(path, "wb", finish=sealing(path)) as handle:
             handle.write(_serialised(module))
+        resume.unlink(missing_ok=True)
+        if checked is not None:  # the plan's step time, against the stage's own
+            checked(timer)
     stage_trainer.strategy.barrier()
+    if preemption.pending() is not None:  # came as the stage ended: it is cached, the fit stops here
+        raise preemption.stop(f"the judgment-free stage is done and cached ({path})")
 
 
 @contextmanager

@@ -128,6 +128,15 @@ class HeldOutValidation(pl.Callback):
             logger.info("%s: the weights of step %d kept (held-out distillation loss %.4f; step %d: %.4f)", self.name,
                         self.best_step, self._best, step, self.curve[-1][1])
 
+    def state_dict(self) -> dict[str, Any]:
+        """The checks so far and the best weights: a stage resumed from a checkpoint keeps the same ones."""
+        return {"curve": [list(point) for point in self.curve], "best_step": self.best_step, "best": self._best,
+                "weights": self._weights}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.curve = [(int(step), float(value)) for step, value in state_dict["curve"]]
+        self.best_step, self._best, self._weights = state_dict["best_step"], state_dict["best"], state_dict["weights"]
+
     def record(self) -> dict[str, object]:
         """The checks as ``{"curve": [[step, loss], ...], "best_step": ..., "last_step": ...}`` (:func:`describe`)."""
         return {"curve": [list(point) for point in self.curve], "best_step": self.best_step,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..checks import check_range
-from ..model.scorer import PRECISIONS
+from .precision import PRECISIONS
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class ServeConfig:
             ``Retry-After``), so the server's memory stays bounded under any load.
         batch_size: rows per forward pass of the cross-encoder (length-sorted, as ``rerank predict`` sorts them).
         device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one).
-        precision: what the cross-encoder scores in (:data:`rerank.model.scorer.PRECISIONS`).
+        precision: what the cross-encoder scores in (:data:`rerank.config.precision.PRECISIONS`).
         graceful_seconds: after SIGTERM, how long requests in flight may take to finish before the server exits.
         remember: the teacher's embeddings of this many distinct documents are kept (a deployed ``fused`` ranker's
             bi-encoder embeds a document seen before from memory: about 1.5 KB each for MiniLM; 0: none).
