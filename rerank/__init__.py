@@ -13,7 +13,7 @@ The public API (everything else is an implementation detail that may move)::
 - :func:`evaluate`: trec_eval measures of a run.
 - :class:`CrossEncoderModel`: the scoring model; :class:`RunDirectory`: where ``rerank fit`` writes.
 - :func:`from_config`: the model, data module and Trainer that a command's options configure;
-  :func:`resolve_config_path`: a config file, or a name in ``configs/``; :func:`run_command`: a command, in this
+  :func:`resolve_config_path`: a config file, or the name of a shipped one; :func:`run_command`: a command, in this
   process (``run_command("fit", [...])``).
 
 The command line is ``rerank <command>`` (:mod:`rerank.cli`). Each name is imported on first use (PEP 562), so
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING, Any
+
+from .version import __version__
 
 if TYPE_CHECKING:
     from .cli import run_command
@@ -43,8 +45,6 @@ if TYPE_CHECKING:
     from .training.datamodule import RerankDataModule
     from .training.evaluator import Evaluator
     from .training.lightning_module import RerankModule
-
-__version__ = "0.2.0"
 
 _WHERE = {
     "CrossEncoderModel": ".model.cross_encoder",

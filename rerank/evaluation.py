@@ -1,8 +1,9 @@
-"""Ranking evaluation with trec_eval (through ``pytrec_eval``).
+"""Ranking evaluation with ir_measures' names, computed by trec_eval's code (``pytrec_eval``, through ir_measures).
 
-``evaluate(run, qrels, measures)`` returns per-query and mean values. Measures are named in trec_eval's own
-spelling (``ndcg_cut.10``, ``P.20``, ``map``, ``recip_rank``, ``recall.100``) or by a friendly alias
-(``nDCG@10``, ``P@20``, ``MAP``, ``MRR``, ``R@100``); results are keyed by the name the caller used.
+``evaluate(run, qrels, measures)`` returns per-query and mean values. Measures are named as ir_measures, PyTerrier,
+ir_datasets' documentation and papers name them: ``nDCG@10``, ``RR@10``, ``AP``, ``R@100``, ``P@10``,
+``Judged@10``, ``P(rel=2)@10`` (and ir_measures' own aliases, such as ``MAP`` for ``AP``); results are keyed by the
+name the caller used.
 
 Unlike plain trec_eval, a query that has judgments but is absent from the run is not silently dropped: it counts
 as 0 for every measure and is listed in :attr:`Evaluation.missing` (and logged), so that a system which forgets
@@ -11,19 +12,19 @@ queries cannot look better than one that answers them all.
 Example::
 
     >>> from rerank.evaluation import evaluate
-    >>> result = evaluate({"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 1}, "q2": {"d9": 1}}, ["nDCG@10", "MRR"])
-    >>> result.mean["MRR"], result.missing
+    >>> result = evaluate({"q1": {"d1": 2.0, "d2": 1.0}}, {"q1": {"d2": 1}, "q2": {"d9": 1}}, ["nDCG@10", "RR"])
+    >>> result.mean["RR"], result.missing
     (0.25, ['q2'])
 """
 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
-import pytrec_eval
+import ir_measures
 
 from .data.trec import Qrels, Run
 
@@ -35,37 +36,23 @@ _REPORTED: set[tuple[tuple[str, ...], int]] = set()
 (a fit measures the same validation queries every epoch and for every fusion weight; NFCorpus's cv said it 498
 times)."""
 
-DEFAULT_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
+DEFAULT_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "AP")
 # What the commands report by default (evaluation.metrics: metrics.json of rerank fit, bm25, predict and cv)
-METRICS = ("nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000")
-
-_ALIASES = {
-    "map": "map",
-    "mrr": "recip_rank",
-    "ndcg": "ndcg",
-}
-_ALIAS_AT = {"ndcg": "ndcg_cut", "p": "P", "r": "recall", "recall": "recall", "map": "map_cut", "success": "success"}
-_ALIAS_AT_PATTERN = re.compile(r"^(?P<name>[A-Za-z]+)@(?P<k>\d+)$")
+METRICS = ("nDCG@10", "nDCG@20", "P@20", "AP", "R@100", "R@1000")
 
 
-def trec_measure(name: str) -> str:
-    """The trec_eval spelling of a measure name or alias: ``nDCG@10 -> ndcg_cut.10``, ``MRR -> recip_rank``.
+@cache
+def parse_measure(name: str) -> ir_measures.Measure:
+    """The ir_measures measure ``name`` names (``nDCG@10``, ``RR@10``, ``AP``, ``P(rel=2)@10``).
 
     Raises:
-        ValueError: the name is neither a trec_eval measure nor a known alias.
+        ValueError: ir_measures knows no such measure, naming it.
     """
-    match = _ALIAS_AT_PATTERN.match(name)
-    if match and match["name"].lower() in _ALIAS_AT:
-        return f"{_ALIAS_AT[match['name'].lower()]}.{match['k']}"
-    if name.lower() in _ALIASES:
-        return _ALIASES[name.lower()]
-    base = name.split(".", 1)[0]
-    if base in pytrec_eval.supported_measures:
-        return name
-    raise ValueError(
-        f"unknown measure {name!r}: use trec_eval's spelling (e.g. 'ndcg_cut.10', 'P.20', 'map', 'recip_rank', "
-        f"'recall.100') or an alias ('nDCG@10', 'P@20', 'R@100', 'MAP', 'MRR')"
-    )
+    try:
+        return ir_measures.parse_measure(name)
+    except (NameError, ValueError, SyntaxError, TypeError) as error:
+        raise ValueError(f"unknown measure {name!r}: use ir_measures' names, e.g. nDCG@10, RR@10, AP, R@100, P@10, "
+                         f"Judged@10, P(rel=2)@10 ({error})") from None
 
 
 def check_measures(metrics: Sequence[str], measure: str) -> None:
@@ -76,14 +63,9 @@ def check_measures(metrics: Sequence[str], measure: str) -> None:
         ValueError: ``unknown measure ...``, or ``evaluation.selection.measure ... must be one of evaluation.metrics``.
     """
     for name in (*metrics, measure):
-        trec_measure(name)
+        parse_measure(name)
     if measure not in metrics:
         raise ValueError(f"evaluation.selection.measure {measure!r} must be one of evaluation.metrics {list(metrics)}")
-
-
-def _result_key(trec_name: str) -> str:
-    """The key pytrec_eval uses in its output for a trec_eval measure (``ndcg_cut.10 -> ndcg_cut_10``)."""
-    return trec_name.replace(".", "_")
 
 
 @dataclass
@@ -109,12 +91,12 @@ def paired_p(ours: Sequence[float], theirs: Sequence[float]) -> float:
 
 
 def evaluate(run: Run, qrels: Qrels, measures: Iterable[str] = DEFAULT_MEASURES) -> Evaluation:
-    """Evaluate ``run`` against ``qrels`` with trec_eval.
+    """Evaluate ``run`` against ``qrels`` with ir_measures (trec_eval's code, through ``pytrec_eval``).
 
     Args:
         run: query id -> {doc id: score}; higher scores rank first (trec_eval breaks ties by doc id, descending).
         qrels: query id -> {doc id: graded relevance}; queries are the ones that count.
-        measures: trec_eval names or aliases (see :func:`trec_measure`).
+        measures: ir_measures' names (see :func:`parse_measure`).
 
     Returns:
         An :class:`Evaluation` over the judged queries (queries of the run without judgments are ignored, as
@@ -123,16 +105,17 @@ def evaluate(run: Run, qrels: Qrels, measures: Iterable[str] = DEFAULT_MEASURES)
     names = list(dict.fromkeys(measures))
     if not names:
         raise ValueError("no measures given")
-    trec_names = {name: trec_measure(name) for name in names}
+    named: dict[str, list[str]] = {}  # ir_measures' own name -> the names asked for it (MAP and AP are one)
+    for name in names:
+        named.setdefault(str(parse_measure(name)), []).append(name)
     judged = {qid: {doc: int(rel) for doc, rel in docs.items()} for qid, docs in qrels.items()}
-    evaluator = pytrec_eval.RelevanceEvaluator(judged, set(trec_names.values()))
     answered = {qid: {doc: float(s) for doc, s in docs.items()} for qid, docs in run.items() if qid in judged and docs}
-    raw = evaluator.evaluate(answered)
-    per_query: dict[str, dict[str, float]] = {}
-    missing = sorted(qid for qid in judged if qid not in raw)
-    for qid in judged:
-        values = raw.get(qid, {})
-        per_query[qid] = {name: float(values.get(_result_key(trec), 0.0)) for name, trec in trec_names.items()}
+    per_query = {qid: dict.fromkeys(names, 0.0) for qid in judged}
+    if answered:
+        for metric in ir_measures.iter_calc([parse_measure(name) for name in names], judged, answered):
+            for name in named[str(metric.measure)]:
+                per_query[metric.query_id][name] = float(metric.value)
+    missing = sorted(qid for qid in judged if qid not in answered)
     if missing:
         said = (tuple(missing), len(judged)) in _REPORTED  # a fit evaluates the same queries many times
         _REPORTED.add((tuple(missing), len(judged)))

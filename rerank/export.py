@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 import yaml
+from huggingface_hub import EvalResult, ModelCardData
 
 from .atomic import atomic_directory
 from .deployment import NAMES, PARTS, Deployment
@@ -89,9 +90,8 @@ def model_card(card: dict[str, Any], deployment: Deployment | None = None) -> st
     command, and how to use it (rerank, transformers, sentence-transformers)."""
     deployment = deployment or Deployment()
     hparams, data = card.get("model", {}), card.get("data", {})
-    lines = ["---", "library_name: sentence-transformers", "pipeline_tag: text-ranking",
-             "tags: [cross-encoder, rerank]",
-             "---", "", "# Cross-encoder re-ranker trained with rerank", "",
+    lines = ["---", card_data(card, deployment).to_yaml(), "---", "", "# Cross-encoder re-ranker trained with rerank",
+             "",
              "Scores `[CLS] query [SEP] document [SEP]` with one output (higher = more relevant).", "",
              f"- Base model: `{hparams.get('model_name', 'unknown')}`",
              f"- Loss head: `{hparams.get('loss', 'unknown')}` with parameters `{hparams.get('loss_args') or {}}`"]
@@ -123,6 +123,37 @@ def model_card(card: dict[str, Any], deployment: Deployment | None = None) -> st
               "model = CrossEncoder(\"path/to/this/folder\")",
               "scores = model.predict([(\"a query\", \"a document\")])", "```", ""]
     return "\n".join(lines)
+
+
+MEASURE_TYPES = {"nDCG": "ndcg_at_{k}", "P": "precision_at_{k}", "R": "recall_at_{k}", "RR": "mrr_at_{k}",
+                 "AP": "map_at_{k}", "MAP": "map", "MRR": "mrr"}
+"""The Hugging Face metric types of the measures (``nDCG@10`` -> ``ndcg_at_10``); others keep their own name."""
+
+
+def card_data(card: dict[str, Any], deployment: Deployment) -> ModelCardData:
+    """The model card's metadata: the library and task, the base model, the collection, and each ranker's test
+    figures from the fit's own metrics (``model-index``; the deployed ranker's first), unrounded."""
+    hparams, collection = card.get("model", {}), (card.get("data") or {}).get("collection") or {}
+    dataset = collection.get("ir_datasets")
+    folds = (card.get("data") or {}).get("folds") or {}
+    split = f"test fold {folds['test']} of {folds.get('count', 5)}" if folds.get("test") else "test"
+    metrics = card.get("metrics") or {}
+    systems = sorted(metrics, key=lambda system: system != deployment.ranker)
+    results = [EvalResult(task_type="text-ranking", dataset_type=dataset or "local", dataset_name=dataset or
+                          str(collection.get("docs") or "local files"), dataset_split=split,
+                          metric_type=_measure_type(measure), metric_value=value,
+                          metric_name=f"{measure} ({system}{', deployed' if system == deployment.ranker else ''})")
+               for system in systems for measure, value in metrics[system].items()]
+    return ModelCardData(library_name="sentence-transformers", pipeline_tag="text-ranking",
+                         tags=["cross-encoder", "rerank"], base_model=hparams.get("model_name"),
+                         datasets=[dataset] if dataset else None, model_name="rerank cross-encoder",
+                         eval_results=results or None)
+
+
+def _measure_type(measure: str) -> str:
+    name, _, depth = measure.partition("@")
+    pattern = MEASURE_TYPES.get(name)
+    return pattern.format(k=depth) if pattern and "{k}" in pattern and depth else pattern or measure.lower()
 
 
 def deployment_lines(deployment: Deployment) -> list[str]:

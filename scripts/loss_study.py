@@ -43,7 +43,6 @@ PRIMARY = "nDCG@10"
 RANKERS = {"pure": "reranker", "deployed": "deployed"}
 BASELINES = {"first_stage": "BM25", "teacher": "the teacher"}
 ALPHA, POWER = 0.05, 0.8
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def run_heads(heads: list[str], out: Path, cv_arguments: list[str], qrels_only: bool) -> None:
@@ -54,8 +53,8 @@ def run_heads(heads: list[str], out: Path, cv_arguments: list[str], qrels_only: 
             print(f"{head}: done before ({folder.metrics})", flush=True)
             continue
         command = [sys.executable, "-m", "rerank", "cv", *cv_arguments, "--config",
-                   str(CONFIGS / "losses" / f"{head}.yaml"),
-                   *(["--config", str(CONFIGS / "losses" / "qrels-only.yaml")] if qrels_only else []),
+                   f"losses/{head}.yaml",
+                   *(["--config", "losses/qrels-only.yaml"] if qrels_only else []),
                    "--output_dir", str(folder.root)]
         print(f"{head}: {' '.join(command)}", flush=True)
         subprocess.run(command, check=True)

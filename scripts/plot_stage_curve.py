@@ -4,7 +4,7 @@ Each ``--curve`` is a label and ``STEPS=RUN`` points (a run over every query of 
 directory's ``test.run``, or ``rerank predict`` of the stage alone); each ``--line`` a ``LABEL=RUN`` reference
 drawn across (BM25, the teachers). nDCG@10 is the mean over the collection's judged queries (trec_eval)::
 
-    python scripts/plot_stage_curve.py --config configs/cranfield.yaml --out docs/experiments/results/stage_curve.png \\
+    python scripts/plot_stage_curve.py --config cranfield.yaml --out docs/experiments/results/stage_curve.png \\
         --curve "fine-tuned on the folds" 1200=runs/ablation/default/test.run \\
             2400=runs/ablation/default-2400/test.run \\
         --curve "the stage alone" 1200=runs/stage-1200/runs/reranked.run 2400=runs/stage-2400/runs/reranked.run \\

@@ -174,7 +174,7 @@ def parser_accepts(*options: str) -> bool:
 
 def stored_checks_accept(*options: str) -> bool:
     try:
-        schema.check("fit", ["--config", str(REPO / "configs" / "cranfield.yaml"), *options])
+        schema.check("fit", ["--config", str(REPO / "rerank" / "configs" / "cranfield.yaml"), *options])
     except ValueError:
         return False
     return True

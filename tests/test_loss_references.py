@@ -27,14 +27,14 @@ def _trec_eval(scores: torch.Tensor, labels: torch.Tensor, measure: str, gain: s
 
 
 SHARP = [
-    ("smoothi_ndcg", {"alpha": 1e4}, "ndcg"),
-    ("smoothi_ndcg", {"alpha": 1e4, "k": 5}, "ndcg_cut.5"),
-    ("smoothi_ndcg", {"alpha": 1e4, "k": 5, "stop_grad": False}, "ndcg_cut.5"),
-    ("softndcg", {"sigma": 1e-4}, "ndcg"),
-    ("softndcg", {"sigma": 1e-4, "k": 5}, "ndcg_cut.5"),
-    ("softndcg", {"sigma": 1e-4, "method": "normal"}, "ndcg"),
-    ("approx_ndcg", {"temperature": 1e-4}, "ndcg"),
-    ("neural_ndcg", {"temperature": 1e-4}, "ndcg"),
+    ("smoothi_ndcg", {"alpha": 1e4}, "nDCG"),
+    ("smoothi_ndcg", {"alpha": 1e4, "k": 5}, "nDCG@5"),
+    ("smoothi_ndcg", {"alpha": 1e4, "k": 5, "stop_grad": False}, "nDCG@5"),
+    ("softndcg", {"sigma": 1e-4}, "nDCG"),
+    ("softndcg", {"sigma": 1e-4, "k": 5}, "nDCG@5"),
+    ("softndcg", {"sigma": 1e-4, "method": "normal"}, "nDCG"),
+    ("approx_ndcg", {"temperature": 1e-4}, "nDCG"),
+    ("neural_ndcg", {"temperature": 1e-4}, "nDCG"),
 ]
 
 
@@ -51,13 +51,13 @@ def test_gain_choices_converge_to_trec_eval(name: str, gain: str) -> None:
     scores, labels = random_lists(6, 12, grades=4, seed=11, dtype=torch.float64)
     sharp = {"alpha": 1e4} if name == "smoothi_ndcg" else {"sigma": 1e-4}
     loss = build_loss(name, gain=gain, **sharp)(scores, labels)
-    assert 1.0 - loss.item() == pytest.approx(_trec_eval(scores, labels, "ndcg", gain), abs=1e-3)
+    assert 1.0 - loss.item() == pytest.approx(_trec_eval(scores, labels, "nDCG", gain), abs=1e-3)
 
 
 @pytest.mark.parametrize(
     ("name", "kwargs", "measure"),
-    [("smoothi_precision", {"k": 5}, "P.5"), ("smoothi_precision", {"k": 20}, "P.20"),
-     ("smoothi_ap", {}, "map"), ("smoothi_ap", {"k": 5}, "map_cut.5")],
+    [("smoothi_precision", {"k": 5}, "P@5"), ("smoothi_precision", {"k": 20}, "P@20"),
+     ("smoothi_ap", {}, "AP"), ("smoothi_ap", {"k": 5}, "AP@5")],
 )
 def test_smoothi_precision_and_ap_converge_to_trec_eval(name: str, kwargs: dict, measure: str) -> None:
     scores, labels = random_lists(6, 12, grades=3, seed=12, dtype=torch.float64)

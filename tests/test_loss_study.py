@@ -23,12 +23,12 @@ from rerank.training.batches import TrainingBatch
 from rerank.training.lightning_module import RerankModule
 
 STUDY = load_script("loss_study")
-RECIPE = yaml.safe_load((REPO / "configs" / "cranfield.yaml").read_text())["model"]
+RECIPE = yaml.safe_load((REPO / "rerank" / "configs" / "cranfield.yaml").read_text())["model"]
 
 
 @pytest.mark.parametrize("head", STUDY.HEADS)
 def test_each_head_lowers_the_recipes_two_term_loss(head: str, tmp_path: Path) -> None:
-    config = yaml.safe_load((REPO / "configs" / "losses" / f"{head}.yaml").read_text())["model"]
+    config = yaml.safe_load((REPO / "rerank" / "configs" / "losses" / f"{head}.yaml").read_text())["model"]
     torch.manual_seed(0)
     module = RerankModule(str(tiny_bert(tmp_path / "bert", dropout=0.0)), loss=config["loss"],
                           loss_args=config["loss_args"], teacher_loss=RECIPE["teacher_loss"],

@@ -64,12 +64,12 @@ class Server:
 
 
 @contextmanager
-def serving(model: Path, *options: str) -> Iterator[Server]:
+def serving(model: Path, *options: str, env: dict[str, str] | None = None) -> Iterator[Server]:
     """``rerank serve`` on a free port of 127.0.0.1, once ready; stopped (SIGTERM) afterwards."""
     command = [sys.executable, "-m", "rerank", "serve", "--model.model_name", str(model), "--serve.port", "0",
                *options]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                               env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})})
     output: list[str] = []
     reader = threading.Thread(target=lambda: output.extend(process.stdout), daemon=True)
     try:
@@ -402,3 +402,29 @@ def generated_failures(operation: object, mode: object, url: str, examples: int 
 
     call()
     return failures
+
+
+def test_a_server_with_an_api_key_answers_only_requests_that_carry_it(exports: dict[str, Path]) -> None:
+    """The key from RERANK_API_KEY: the cohere SDK with it re-ranks, with another it is refused (401, in each API's
+    error shape); health and readiness stay open to a load balancer; the key is in no log line nor in /info."""
+    cohere = pytest.importorskip("cohere")
+    key = "s3cret-key-of-the-gateway"
+    with serving(exports["reranker"], env={"RERANK_API_KEY": key}) as server:
+        answer = cohere.ClientV2(api_key=key, base_url=server.url).rerank(model="rerank", query=QUERY,
+                                                                          documents=DOCUMENTS, top_n=2)
+        assert len(answer.results) == 2
+        with pytest.raises(cohere.errors.UnauthorizedError):
+            cohere.ClientV2(api_key="wrong", base_url=server.url).rerank(model="rerank", query=QUERY,
+                                                                         documents=DOCUMENTS)
+        for path, body, shape in (("/v1/rerank", {"query": QUERY, "documents": DOCUMENTS}, {"message"}),
+                                  ("/rerank", {"query": QUERY, "texts": DOCUMENTS}, {"error", "error_type"})):
+            refused = server.post(path, body)
+            assert refused.status_code == 401 and set(refused.json()) == shape
+            assert refused.headers["www-authenticate"] == "Bearer"
+            assert server.post(path, body, headers={"Authorization": f"Bearer {key}"}).status_code == 200
+        assert httpx.get(f"{server.url}/info", timeout=10).status_code == 401
+        info = httpx.get(f"{server.url}/info", headers={"Authorization": f"Bearer {key}"}, timeout=10).json()
+        assert info["api_key"] is True and key not in json.dumps(info)
+        assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+        assert httpx.get(f"{server.url}/ready", timeout=10).status_code == 200
+    assert key not in "".join(server.output)

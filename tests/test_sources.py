@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert, tiny_bi_encoder
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_bert, tiny_bi_encoder
 from safetensors.torch import load_file
 
 from rerank.cli import fit
@@ -528,7 +528,7 @@ STACKED = ("ablation", "clicks", "losses")
 @pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
                                   "transfer/msmarco-pretrain",
                                   *(f"{folder}/{path.stem}" for folder in STACKED for path in
-                                    sorted((Path(__file__).parents[1] / "configs" / folder).glob("*.yaml")))])
+                                    sorted((REPO / "rerank" / "configs" / folder).glob("*.yaml")))])
 def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None:
     stacked = ["cranfield"] if name.startswith(tuple(f"{folder}/" for folder in STACKED)) else []
     config = merged_config(*stacked, name, capsys=capsys)
@@ -647,7 +647,7 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
         **sized, "pretrain": {**sized["pretrain"], "train": [titles]}}
     on_the_default = {*DEFAULT_VARIANTS, "spans", "titles"}
     on_the_previous = {"previous-default", "sentences", "lists16", "lr1e-4", "born-again"}
-    for name in sorted((Path(__file__).parents[1] / "configs" / "ablation").glob("*.yaml")):
+    for name in sorted((Path(__file__).parents[1] / "rerank" / "configs" / "ablation").glob("*.yaml")):
         ablation = resolved("cranfield", f"ablation/{name.stem}")
         measured_in = ("32-true" if name.stem in on_the_default else "bf16-mixed" if name.stem in on_the_previous
                        else "32-true")  # the earliest ones on the AMD CPU
@@ -662,7 +662,7 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
 
 def test_the_click_configs_keep_the_recipe_they_were_measured_with(capsys: pytest.CaptureFixture) -> None:
     one_epoch = merged_config("cranfield", "ablation/one-epoch", capsys=capsys)
-    for name in sorted((Path(__file__).parents[1] / "configs" / "clicks").glob("*.yaml")):
+    for name in sorted((Path(__file__).parents[1] / "rerank" / "configs" / "clicks").glob("*.yaml")):
         clicks = merged_config("cranfield", f"clicks/{name.stem}", capsys=capsys)
         assert (clicks["pretrain"], clicks["trainer"], clicks["model"]["tokenization"]) == (
             one_epoch["pretrain"], one_epoch["trainer"], one_epoch["model"]["tokenization"]), name

@@ -275,9 +275,15 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     assert deployed["validation"] == pytest.approx(straight["validation"], abs=1e-6)
     for system, values in expected.items():
         assert resumed_metrics[system] == pytest.approx(values, abs=1e-6)
-    assert list(expected["reranker"]) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
+    assert list(expected["reranker"]) == ["nDCG@10", "nDCG@20", "P@20", "AP", "R@100", "R@1000"]
     card = (tmp_path / "straight" / "model" / "README.md").read_text()  # the best checkpoint, exported
     assert "smoothi_ndcg" in card and f"{expected['reranker']['nDCG@10']:.4f}" in card
+    front = yaml.safe_load(card.split("---\n")[1])  # the card's metadata: the model, the data, the fit's figures
+    assert front["base_model"] == str(workdir / "bert") and front["datasets"] == ["cranfield"]
+    figures = {metric["name"]: metric["value"] for result in front["model-index"][0]["results"]
+               for metric in result["metrics"]}
+    assert figures == {f"{measure} ({system}{', deployed' if system == straight['ranker'] else ''})": value
+                       for system, values in expected.items() for measure, value in values.items()}  # metrics.json's
     straight_state = torch.load(tmp_path / "straight" / "checkpoints" / "last.ckpt", weights_only=False)
     resumed_state = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=False)
     assert straight_state["global_step"] == resumed_state["global_step"] == 16
@@ -415,7 +421,7 @@ def test_robust04_protocol_and_loss_overrides_parse(overrides: list[str], capsys
     config = yaml.safe_load(capsys.readouterr().out)
     expected_loss = overrides[0].split("/")[1].removesuffix(".yaml") if overrides else "smoothi_ndcg"
     assert config["model"]["loss"] == expected_loss
-    loss_config = REPO / "configs" / (overrides or ["losses/smoothi_ndcg.yaml"])[0]
+    loss_config = REPO / "rerank" / "configs" / (overrides or ["losses/smoothi_ndcg.yaml"])[0]
     assert config["model"]["loss_args"] == yaml.safe_load(loss_config.read_text())["model"]["loss_args"]
     assert config["data"]["rerank_depth"] == 150 and config["data"]["strategy"] == "pairs"
     assert config["data"]["list_size"] == 4 and config["model"]["tokenization"]["passages"] == "maxp"

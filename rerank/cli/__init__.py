@@ -1,7 +1,7 @@
 """The ``rerank`` command: ``rerank <command> [options]`` (``python -m rerank <command>`` is the same).
 
 Every command parses its options the same way (:mod:`rerank.cli.arguments`): ``--config`` files that stack,
-bare config names from ``configs/``, and options spelled as in the YAML (``--data.first_stage.backend bm25s``).
+bare names of the configs rerank ships, and options spelled as in the YAML (``--data.first_stage.backend bm25s``).
 A user error prints one line and exits with status 2 (``RERANK_DEBUG=1`` shows the traceback).
 
 This module and the ones it loads first (:mod:`~rerank.cli.configs`, :mod:`~rerank.cli.schema`,
@@ -15,15 +15,18 @@ import importlib
 import sys
 from typing import Any
 
+from ..version import DISTRIBUTION, __version__
 from .commands import COMMANDS, HELP_ALL, MODULES
 from .errors import run
 
 HELP = ("-h", "--help")
+VERSION = ("-V", "--version")
 
 
 def usage() -> str:
     width = max(map(len, COMMANDS))
-    lines = ["usage: rerank <command> [options]   (rerank <command> --help for its options)", "", "commands:"]
+    lines = ["usage: rerank <command> [options]   (rerank <command> --help for its options; rerank --version)", "",
+             "commands:"]
     return "\n".join([*lines, *(f"  {name:<{width}}  {summary}" for name, summary in COMMANDS.items())])
 
 
@@ -33,6 +36,9 @@ def main(argv: list[str] | None = None) -> None:
     if not arguments or arguments[0] in HELP:
         print(usage())
         raise SystemExit(0 if arguments else 2)
+    if arguments[0] in VERSION:
+        print(f"rerank {__version__} (the {DISTRIBUTION} package)")
+        raise SystemExit(0)
     command, *options = arguments
     if command not in COMMANDS:
         print(f"rerank: unknown command {command!r}\n\n{usage()}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""What every command shares: one config schema, config files that stack, bare names from ``configs/``.
+"""What every command shares: one config schema, config files that stack, bare names of the shipped configs.
 
 Every command parses its options with :class:`RerankCLI`, a :class:`~lightning.pytorch.cli.LightningCLI` over
 :class:`~rerank.training.lightning_module.RerankModule` (``model:``),
@@ -6,8 +6,8 @@ Every command parses its options with :class:`RerankCLI`, a :class:`~lightning.p
 (``evaluation:``, :class:`~rerank.training.evaluator.Evaluator`; ``checkpoint:``), so an option is
 written the same in every command (``--data.first_stage.backend bm25s``), any training config is accepted by every
 command (each reads the sections it needs), ``--config`` may be repeated (later files win; a later
-``data.collection`` replaces an earlier one as a whole), and ``--config NAME`` resolves ``NAME`` in the repository's
-``configs/`` folder when it is not a file. Commands add their own options (``rerank cv --folds``) and say whether
+``data.collection`` replaces an earlier one as a whole), and ``--config NAME`` resolves ``NAME`` among the shipped
+configs (package data) when it is not a file. Commands add their own options (``rerank cv --folds``) and say whether
 they build the classes.
 """
 

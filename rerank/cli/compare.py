@@ -3,7 +3,7 @@
 Each system is a TREC run file or a ``rerank cv`` directory (its re-ranker's test run, and its interpolated and
 fused runs as ``<dir>/interpolated`` and ``<dir>/fused``; the first directory also brings its first-stage run, the
 candidates, as the system ``first_stage``); the first system is the baseline. The qrels come from ``--qrels FILE``
-or from the collection of the config (``data.collection``, as in every command). For P@1/5/10/20, MAP,
+or from the collection of the config (``data.collection``, as in every command). For P@1/5/10/20, AP,
 nDCG@1/5/10/20 and nDCG over the judged queries of the baseline's run, it prints (and writes to ``--output
 DIR/report.md``) a markdown table in the style of SmoothI's Table 4, with a paired two-sided t-test over queries
 against the baseline, Bonferroni-corrected over the comparisons made (systems x measures): ``*`` marks p < alpha /
@@ -22,15 +22,15 @@ from lightning.pytorch.cli import LightningArgumentParser
 from ..atomic import atomic_write
 from ..data.collection import Collection, as_collection_config
 from ..data.trec import Qrels, Run, read_qrels, read_run
-from ..evaluation import evaluate, paired_p
+from ..evaluation import evaluate, paired_p, parse_measure
 from ..figures import save_figure
 from ..logs import configure_logging
 from ..run_directory import FUSIONS, CrossValidationDirectory
 from .arguments import RerankCLI
 from .errors import run
 
-MEASURES = ("P@1", "P@5", "P@10", "P@20", "MAP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
-PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "MAP")
+MEASURES = ("P@1", "P@5", "P@10", "P@20", "AP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
+PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "AP")
 """The measures of the per-fold plot, among those the cv directory reports (``evaluation.metrics``; its first four
 when it reports none of these)."""
 DESCRIPTION = __doc__.splitlines()[0]
@@ -95,7 +95,7 @@ def markdown(report: dict) -> str:
 def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[int, dict[str, float]]:
     """``{test fold: {measure: value}}`` of ``system`` (``first_stage``, a cv directory's name, or
     ``<name>/interpolated``, ``<name>/fused``) from the cv directory's ``cv_metrics.json``, for those of
-    ``measures`` it reports (its first four when none)."""
+    ``measures`` it reports, under the names it reports them by (its first four when none)."""
     suffix = system.rsplit("/", 1)[-1]
     key = "first_stage" if system == "first_stage" else suffix if "/" in system and suffix in FUSIONS else "reranker"
     directory = CrossValidationDirectory(folder)
@@ -104,7 +104,8 @@ def fold_values(folder: Path, system: str, measures: tuple[str, ...]) -> dict[in
         raise ValueError(f"{directory.metrics} has no per-fold values (an older rerank cv wrote it); rerun the "
                          "same rerank cv command to refresh it (finished folds are not retrained)")
     reported = list(report["per_fold"][key][0])
-    chosen = [measure for measure in measures if measure in reported] or reported[:4]
+    wanted = {str(parse_measure(measure)) for measure in measures}  # ir_measures' own names: MAP is AP
+    chosen = [name for name in reported if str(parse_measure(name)) in wanted] or reported[:4]
     return {fold: {measure: values[measure] for measure in chosen}
             for fold, values in zip(report["folds"], report["per_fold"][key])}
 

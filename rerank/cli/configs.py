@@ -1,15 +1,17 @@
-"""Config files on the command line: bare names from ``configs/``, and YAML read with the file and line of a mistake.
+"""Config files on the command line: bare names of the shipped configs, and YAML read with the file and line of a
+mistake.
 
-``--config NAME`` resolves ``NAME`` in the repository's ``configs/`` folder when it is not a file. Every config file
-of a command line is read here before the command's parser sees it (torch-free, in milliseconds), so that a YAML
-syntax error or a byte that is not UTF-8 fails with one line naming the file and line, instead of the parser's
-message about ``"<unicode string>", line 10`` after a full usage dump.
+``--config NAME`` resolves ``NAME`` among the configs rerank ships (:data:`CONFIG_DIR`) when it is not a file. Every
+config file of a command line is read here before the command's parser sees it (torch-free, in milliseconds), so
+that a YAML syntax error or a byte that is not UTF-8 fails with one line naming the file and line, instead of the
+parser's message about ``"<unicode string>", line 10`` after a full usage dump.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +19,14 @@ import yaml
 
 from ..data.lines import read_text
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = Path(str(resources.files("rerank") / "configs"))
+"""The configs rerank ships (package data: ``rerank/configs/`` in a checkout, inside the installed package from a
+wheel), where ``--config NAME`` looks when NAME is not a file."""
 CONFIG_OPTIONS = ("--config", "-c")
 
 
 def resolve_config_path(name: str | Path) -> Path:
-    """``name`` if it is a file, else ``configs/<name>`` (with ``.yaml`` added when missing)."""
+    """``name`` if it is a file, else ``rerank/configs/<name>`` (with ``.yaml`` added when missing)."""
     path = Path(name)
     if path.is_file():
         return path
@@ -42,7 +46,7 @@ def _config_arguments(argv: list[str]) -> Iterator[tuple[int, str, bool]]:
 
 
 def resolve_configs(argv: list[str]) -> list[str]:
-    """``--config NAME`` -> ``--config configs/NAME.yaml`` when NAME is not a file (also ``--config=NAME``)."""
+    """``--config NAME`` -> ``--config rerank/configs/NAME.yaml`` when NAME is not a file (also ``--config=NAME``)."""
     resolved = list(argv)
     for position, name, inline in _config_arguments(argv):
         path = str(resolve_config_path(name))

@@ -4,7 +4,7 @@ Reads the ``data.collection`` and ``data.first_stage`` sections of the config (s
 :class:`rerank.data.collection.CollectionConfig` and :class:`rerank.first_stage.FirstStageConfig`; any training
 config works, its other sections are ignored), retrieves the top ``retrieval_depth`` documents of every query,
 and writes ``DIR/first_stage.trec`` and ``DIR/metrics.json`` (``{"first_stage": {...}}``: ``evaluation.metrics``,
-by default nDCG@10, nDCG@20, P@20, MAP, R@100, R@1000, over all judged queries). Options override the config as
+by default nDCG@10, nDCG@20, P@20, AP, R@100, R@1000, over all judged queries). Options override the config as
 in every command, e.g. ``--data.first_stage.backend bm25s``.
 """
 

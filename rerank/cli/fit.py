@@ -3,7 +3,7 @@
 Every Trainer option works from the command line or the YAML (``--trainer.precision bf16-mixed``,
 ``--trainer.accumulate_grad_batches 8``, ``--trainer.devices 4 --trainer.strategy ddp``,
 ``--trainer.num_nodes 2``); ``--print_config`` shows the merged config. ``--config`` takes a path or a bare
-name from ``configs/``, and may be repeated to stack files (:mod:`rerank.cli.arguments`). A ``pretrain:``
+name of a shipped config, and may be repeated to stack files (:mod:`rerank.cli.arguments`). A ``pretrain:``
 section runs a first, judgment-free stage, cached across folds and re-runs (:mod:`rerank.training.pretraining`).
 
 ``DIR`` receives what :class:`~rerank.run_directory.RunDirectory` lays out: the merged config, the first-stage run,

@@ -7,7 +7,8 @@ before the server listens, so a wrong folder or a missing teacher fails in one l
 address it listens on, warms the model on one pair (``GET /ready`` answers 200 once it has) and answers Cohere's
 ``/v1/rerank`` and ``/v2/rerank`` and text-embeddings-inference's ``/rerank`` (:mod:`rerank.serving.app`;
 docs/serving.md). SIGTERM or Ctrl-C stops it taking requests, lets those in flight finish (at most
-``serve.graceful_seconds``), then exits with status 0. Needs the ``serve`` extra (``pip install "rerank[serve]"``).
+``serve.graceful_seconds``), then exits with status 0. Needs the ``serve`` extra
+(``pip install "rerank-lightning[serve]"``).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
         from ..serving.app import Service, create_app
     except ImportError as missing:
         raise UserError(f"rerank serve needs the serve extra ({missing.name} is missing): "
-                        "pip install \"rerank[serve]\"") from None
+                        "pip install \"rerank-lightning[serve]\"") from None
     configure_logging()
     cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank serve", description=DESCRIPTION,
                     arguments=_arguments, instantiate=False)

