@@ -2,9 +2,12 @@
 
 The public API (everything else is an implementation detail that may move)::
 
-    from rerank import Reranker, RerankModule, RerankDataModule, build_loss, evaluate
+    from rerank import train, Reranker, RerankModule, RerankDataModule, build_loss, evaluate
 
-- :class:`Reranker`: score and re-rank with a trained (exported) model, from Python.
+- :func:`train`: ``rerank fit`` from Python (the same configs and options), returning a :class:`FitResult` (the run's
+  folder, its test figures, the deployed ranker and the exported model).
+- :class:`Reranker`: score and re-rank with a trained (exported) model, from Python; :class:`RerankTransformer`: the
+  same in a PyTerrier pipeline (the ``pyterrier`` extra).
 - :class:`RerankModule` (``model:`` in configs), :class:`RerankDataModule` (``data:``) and the :class:`Evaluator`
   callback (``evaluation:``): the Lightning pieces that ``rerank fit`` trains and evaluates with, with their
   configuration dataclasses :class:`CollectionConfig`, :class:`FirstStageConfig`, :class:`FoldsConfig`,
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from .cli import run_command
     from .cli.arguments import from_config
     from .cli.configs import resolve_config_path
+    from .cli.fit import train
     from .config.optimizer import OptimizerSettings
     from .config.selection import SelectionRules
     from .config.tokenization import TokenizationConfig
@@ -40,10 +44,12 @@ if TYPE_CHECKING:
     from .first_stage.config import FirstStageConfig
     from .losses import LOSSES, RankingLoss, build_loss
     from .model.cross_encoder import CrossEncoderModel
+    from .pyterrier_transformer import RerankTransformer
     from .reranker import Reranker
     from .run_directory import RunDirectory
     from .training.datamodule import RerankDataModule
     from .training.evaluator import Evaluator
+    from .training.fitting import FitResult
     from .training.lightning_module import RerankModule
 
 _WHERE = {
@@ -62,10 +68,13 @@ _WHERE = {
     "RankingLoss": ".losses",
     "build_loss": ".losses",
     "Reranker": ".reranker",
+    "RerankTransformer": ".pyterrier_transformer",
     "RunDirectory": ".run_directory",
     "from_config": ".cli.arguments",
     "resolve_config_path": ".cli.configs",
     "run_command": ".cli",
+    "train": ".cli.fit",
+    "FitResult": ".training.fitting",
 }
 """Each public name and the module it lives in."""
 
@@ -75,11 +84,13 @@ __all__ = [
     "CrossEncoderModel",
     "Evaluator",
     "FirstStageConfig",
+    "FitResult",
     "FoldsConfig",
     "OptimizerSettings",
     "RankingLoss",
     "RerankDataModule",
     "RerankModule",
+    "RerankTransformer",
     "Reranker",
     "RunDirectory",
     "SelectionRules",
@@ -90,6 +101,7 @@ __all__ = [
     "from_config",
     "resolve_config_path",
     "run_command",
+    "train",
 ]
 
 

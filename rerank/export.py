@@ -4,11 +4,13 @@ The folder holds ``config.json`` (with the tokenization the model was trained an
 ``rerank``), ``model.safetensors`` and the tokenizer (``model_max_length`` = the trained ``max_length``) in the
 Hugging Face layout, so that ``transformers.AutoModelForSequenceClassification.from_pretrained(DIR)`` and
 ``sentence_transformers.CrossEncoder(DIR)`` load it (the config tells sentence-transformers to return the raw
-score, not a sigmoid of it), plus a model card (``README.md``). With ``onnx``, ``model.onnx`` takes
-``input_ids``, ``attention_mask`` (and ``token_type_ids``) with dynamic batch and sequence axes and returns
-``scores``, traced from the stock Hugging Face modules; it is checked against PyTorch on sample pairs before
-the folder is published. The folder appears complete or not at all (:func:`rerank.atomic.atomic_directory`).
-``rerank fit`` exports the weights it tested to ``<output_dir>/model``; ``rerank export`` exports any checkpoint.
+score, not a sigmoid of it), plus a model card (``README.md``). With ``onnx``, ``onnx/model.onnx`` (:data:`ONNX`),
+in sentence-transformers' and Optimum's layout, takes ``input_ids``, ``attention_mask`` (and ``token_type_ids``) with
+dynamic batch and sequence axes and returns ``logits`` ``[batch, 1]``, traced from the stock Hugging Face modules, so
+that ``CrossEncoder(folder, backend="onnx")`` and Optimum's ``ORTModelForSequenceClassification`` load it; it is
+checked against PyTorch on sample pairs before the folder is published. The folder appears complete or not at
+all (:func:`rerank.atomic.atomic_directory`). ``rerank fit`` exports the weights it tested to ``<output_dir>/model``;
+``rerank export`` exports any checkpoint.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ from .run_directory import RunDirectory, measures_of
 
 logger = logging.getLogger(__name__)
 
+ONNX = Path("onnx") / "model.onnx"
+"""Where an export's ONNX graph is, in its folder (sentence-transformers' and Optimum's layout)."""
+ONNX_OUTPUT = "logits"
+"""The graph's output: ``[batch, 1]`` scores, as a one-label sequence classifier's."""
 ONNX_TOLERANCE = 1e-4
 IDENTITY = "torch.nn.modules.linear.Identity"
 SAMPLE_PAIRS = [
@@ -54,35 +60,54 @@ def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | Non
         model.save_pretrained(str(staging), deployment=deployment.as_dict())
         (staging / "README.md").write_text(model_card(card or {}, deployment), encoding="utf-8")
         if onnx:
-            export_onnx(model, staging / "model.onnx")
+            (staging / ONNX).parent.mkdir()
+            export_onnx(model, staging / ONNX)
     return out
 
 
 def export_onnx(model: CrossEncoderModel, path: Path) -> float:
-    """ONNX graph of the scoring function (stock modules) with dynamic axes; the largest difference to PyTorch.
+    """ONNX graph of the scoring function (stock modules, ``logits`` ``[batch, 1]``) with dynamic axes; the largest
+    difference to PyTorch.
 
     Raises:
         ValueError: ONNX Runtime's scores differ from PyTorch's by more than ``ONNX_TOLERANCE``.
     """
-    import onnxruntime
-
     model = copy.deepcopy(model).eval()
     speedups.disable(model.model)
     encoded = model.tokenizer([q for q, _ in SAMPLE_PAIRS], [d for _, d in SAMPLE_PAIRS], padding=True,
                               truncation="only_second", max_length=128, return_tensors="pt")
     names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in encoded]
-    axes = {name: {0: "batch", 1: "sequence"} for name in names} | {"scores": {0: "batch"}}
+    axes = {name: {0: "batch", 1: "sequence"} for name in names} | {ONNX_OUTPUT: {0: "batch"}}
+    logits = _Logits(model.model, names)
     with torch.no_grad():
         expected = model(**{name: encoded[name] for name in names}).numpy()
-        torch.onnx.export(model, tuple(encoded[name] for name in names), str(path), input_names=names,
-                          output_names=["scores"], dynamic_axes=axes, opset_version=17, dynamo=False)
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    (scores,) = session.run(["scores"], {name: encoded[name].numpy() for name in names})
-    difference = float(abs(scores - expected).max())
+        torch.onnx.export(logits, tuple(encoded[name] for name in names), str(path), input_names=names,
+                          output_names=[ONNX_OUTPUT], dynamic_axes=axes, opset_version=17, dynamo=False)
+    (scores,) = onnx_session(path).run([ONNX_OUTPUT], {name: encoded[name].numpy() for name in names})
+    difference = float(abs(scores[:, 0] - expected).max())
     if difference > ONNX_TOLERANCE:
         raise ValueError(f"ONNX export: scores differ from PyTorch's by {difference:.2e} (> {ONNX_TOLERANCE})")
     logger.info("ONNX export checked on %d pairs: max |onnxruntime - torch| = %.1e", len(SAMPLE_PAIRS), difference)
     return difference
+
+
+def onnx_session(path: Path, options: object = None, providers: tuple[str, ...] = ("CPUExecutionProvider",)):
+    """An ONNX Runtime session over an export's graph (``folder / ONNX``): ``session.run([ONNX_OUTPUT], inputs)``
+    gives the ``[batch, 1]`` scores."""
+    import onnxruntime
+
+    return onnxruntime.InferenceSession(str(path), options, providers=list(providers))
+
+
+class _Logits(torch.nn.Module):
+    """A sequence classifier's ``logits`` from positional inputs (what ``torch.onnx.export`` traces)."""
+
+    def __init__(self, model: torch.nn.Module, names: list[str]) -> None:
+        super().__init__()
+        self.model, self.names = model, names
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.model(**dict(zip(self.names, inputs))).logits
 
 
 def model_card(card: dict[str, Any], deployment: Deployment | None = None) -> str:

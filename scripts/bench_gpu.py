@@ -404,7 +404,7 @@ def _onnx_cuda(model: Path, reranker: Any, queries: list[str], documents: list[s
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         print("inference: ONNX Runtime has no CUDA provider here (onnxruntime-gpu is not installed)", flush=True)
         return None
-    from rerank.export import export_onnx
+    from rerank.export import ONNX_OUTPUT, export_onnx
 
     path = model.parent / "model.onnx"
     export_onnx(reranker.model.cpu(), path)
@@ -417,7 +417,7 @@ def _onnx_cuda(model: Path, reranker: Any, queries: list[str], documents: list[s
             feed = {"input_ids": inputs.input_ids.numpy(), "attention_mask": inputs.attention_mask.numpy()}
             if inputs.token_type_ids is not None:
                 feed["token_type_ids"] = inputs.token_type_ids.numpy()
-            session.run(["scores"], feed)
+            session.run([ONNX_OUTPUT], feed)
 
     return len(queries) / timed(score, 2, 1, run.device)
 

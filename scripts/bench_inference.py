@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rerank.data.collection import Collection, CollectionConfig
-from rerank.export import export
+from rerank.export import ONNX, ONNX_OUTPUT, export, onnx_session
 from rerank.first_stage import FirstStageConfig, retrieve
 from rerank.model.cross_encoder import CrossEncoderModel
 from rerank.reranker import Reranker
@@ -47,7 +47,7 @@ def onnx_scorer(folder: Path, reranker: Reranker) -> Callable[[list[str], list[s
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
-    session = onnxruntime.InferenceSession(str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"])
+    session = onnx_session(folder / ONNX, options)
     names = [i.name for i in session.get_inputs()]
 
     def score(queries: list[str], documents: list[str]) -> list[float]:
@@ -57,7 +57,8 @@ def onnx_scorer(folder: Path, reranker: Reranker) -> Callable[[list[str], list[s
         for start in range(0, len(order), reranker.batch_size):
             batch = order[start: start + reranker.batch_size]
             inputs = reranker.tokenize.pad({key: [values[row] for row in batch] for key, values in rows.items()})
-            (scores[batch],) = session.run(["scores"], {name: getattr(inputs, name).numpy() for name in names})
+            (logits,) = session.run([ONNX_OUTPUT], {name: getattr(inputs, name).numpy() for name in names})
+            scores[batch] = logits[:, 0]
         return scores.tolist()
 
     return score

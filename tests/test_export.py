@@ -5,8 +5,11 @@ input."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import sysconfig
+import venv
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -77,9 +80,10 @@ def test_exported_folder_gives_the_same_scores_everywhere(trained: tuple[RerankM
     with torch.no_grad():
         through_transformers = hf_model(**encoded).logits.squeeze(-1).numpy()
     through_st = SentenceTransformersCrossEncoder(str(folder), max_length=128).predict(list(zip(queries, documents)))
-    session = onnxruntime.InferenceSession(str(folder / "model.onnx"))
+    session = onnxruntime.InferenceSession(str(folder / "onnx" / "model.onnx"))
     names = {i.name for i in session.get_inputs()}
-    (through_onnx,) = session.run(["scores"], {k: v.numpy() for k, v in encoded.items() if k in names})
+    (logits,) = session.run(["logits"], {k: v.numpy() for k, v in encoded.items() if k in names})
+    through_onnx = logits[:, 0]
     through_reranker = np.array(Reranker.from_pretrained(str(folder), max_length=128).score_pairs(queries, documents))
     for scores, tolerance in ((through_transformers, 1e-5), (through_st, 1e-5), (through_reranker, 1e-5),
                               (through_onnx, 1e-4)):
@@ -307,3 +311,36 @@ def test_a_model_whose_weights_hold_no_head_is_refused_unless_asked_for(trained:
     assert not (tmp_path / "exported").exists()
     export_command.main(["--ckpt", str(never_trained), "--out", str(tmp_path / "exported"), "--untrained_head"])
     assert (tmp_path / "exported" / "model.safetensors").is_file()
+
+
+ONNX_BACKEND = ("transformers==4.57.6", "huggingface_hub==0.36.2", "tokenizers==0.22.1", "datasets==4.4.1",
+                "optimum==2.1.0", "optimum-onnx==0.1.0")
+"""What sentence-transformers' ONNX backend needs and this environment cannot hold beside transformers 5: Optimum's
+ONNX Runtime classes (optimum-onnx) pin transformers below 4.58."""
+
+
+def test_sentence_transformers_onnx_backend_loads_the_export_and_scores_as_rerank(trained: tuple[RerankModule, Path],
+                                                                                  tmp_path: Path) -> None:
+    """``CrossEncoder(folder, backend="onnx")`` (in a virtual environment of its own holding the versions it needs
+    over this one's packages) reads ``onnx/model.onnx`` and gives rerank's scores, to 1e-5."""
+    _, folder = trained
+    environment = tmp_path / "onnx-backend"
+    venv.create(environment, with_pip=True)
+    python = str(environment / "bin" / "python")
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    Path(site, "this-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    installed = subprocess.run([python, "-m", "pip", "install", "--no-deps", "-q", *ONNX_BACKEND],
+                               capture_output=True, text=True, timeout=600)
+    if installed.returncode != 0:
+        pytest.skip(f"needs the package index for {', '.join(ONNX_BACKEND)}: {installed.stderr[-300:]}")
+    queries, documents = pairs()
+    code = ("import json, sys; from sentence_transformers import CrossEncoder; "
+            "model = CrossEncoder(sys.argv[1], backend='onnx', max_length=128); "
+            "print(json.dumps(model.predict(json.loads(sys.argv[2])).tolist()))")
+    done = subprocess.run([python, "-c", code, str(folder), json.dumps(list(zip(queries, documents)))],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    through_backend = np.array(json.loads(done.stdout.splitlines()[-1]))
+    ours = np.array(Reranker.from_pretrained(str(folder), max_length=128).score_pairs(queries, documents))
+    np.testing.assert_allclose(through_backend, ours, atol=1e-5, rtol=0)

@@ -24,6 +24,7 @@ FLOORS: dict[str, int] = {
     "rerank.model": 1, "rerank.first_stage": 1, "rerank.teacher": 1, "rerank.clicks": 1, "rerank.config": 1,
     # 2: what is deployed: the ranker chosen on validation, the Python API, the exported folder, the HTTP server
     "rerank.deployment": 2, "rerank.selection": 2, "rerank.reranker": 2, "rerank.export": 2, "rerank.serving": 2,
+    "rerank.pyterrier_transformer": 2,
     # 3: training orchestration
     "rerank.training": 3,
     # 4: the command line

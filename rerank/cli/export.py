@@ -27,7 +27,8 @@ def parser() -> ArgumentParser:
     commands.add_argument("--ckpt", type=str, required=True, help="a rerank fit checkpoint (.ckpt)")
     commands.add_argument("--out", type=str, required=True, help="the folder to write")
     commands.add_argument("--onnx", action=ActionYesNo, default=False,
-                          help="also write model.onnx (checked with onnxruntime)")
+                          help="also write onnx/model.onnx, the layout sentence-transformers and Optimum load (checked "
+                               "with onnxruntime)")
     commands.add_argument("--untrained_head", action=ActionYesNo, default=False,
                           help="export a checkpoint written before any training step (its head as initialised)")
     return commands

@@ -22,27 +22,23 @@ Stopped by SIGTERM or SIGINT, the fit saves where it stands and the same command
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import shlex
 import sys
-import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from .. import preemption
-from ..atomic import atomic_write
 from ..config.source import as_source_configs
-from ..errors import UserError
-from ..export import card_metrics, export
-from ..logs import configure_logging, keep_log
-from ..preemption import Preempted
-from ..run_directory import Metrics, RunDirectory, read_json, write_json
-from ..training.evaluator import evaluator_of
-from ..training.pretraining import pretrain
+from ..deployment import Deployment
+from ..run_directory import Metrics, RunDirectory
+from ..training.fitting import FitParts, FitResult, fit
+from . import schema
 from .arguments import RerankCLI
+from .configs import resolve_configs
 from .errors import run
 from .summary import fit_summary, recipe_changes, show
 
@@ -57,69 +53,91 @@ def _arguments(parser: LightningArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> Metrics:
-    """Train, test the weights chosen on validation, write ``metrics.json`` and export; returns the test metrics.
+    """``rerank fit``: train, test the weights chosen on validation, write ``metrics.json`` and export, then print
+    the summary; returns the test metrics. A fit stopped by SIGTERM or SIGINT resumes when run again
+    (:mod:`rerank.training.fitting`)."""
+    result = fit_from_arguments(sys.argv[1:] if argv is None else argv)
+    if result is None:
+        return {}
+    show(fit_summary(result.metrics, Deployment.from_dict(result.deployment, "the fit"), RunDirectory(result.folder),
+                     result.measure, result.test_queries, result.tested, result.changes))
+    return result.metrics
 
-    A fit stopped by SIGTERM or SIGINT (:mod:`rerank.preemption`) keeps its run directory and says so in
-    ``preempted.json``; the same command then resumes it (from ``last.ckpt``, or the stage's own checkpoint)."""
+
+def fit_from_arguments(arguments: list[str]) -> FitResult | None:
+    """The fit that ``arguments`` (``rerank fit``'s options) configure, run; None in the processes of a multi-device
+    fit but the first."""
+    from ..logs import configure_logging
+
     configure_logging(hold=True)
-    arguments = sys.argv[1:] if argv is None else argv
     cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)
-    directory = RunDirectory(Path(cli.config.output_dir))
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
     stage = as_source_configs(cli.config_init.pretrain.train, "pretrain.train") if cli.config_init.pretrain else []
     model.check_data(data.list_size, {"data.train": data.sources, "pretrain.train": stage})  # before any work
     changes = recipe_changes(cli.config.as_dict())
     for change in changes:
         logger.warning("the recipe is changed by %s", change)
-    digest = _config_digest(cli)
-    ckpt_path = cli.config.ckpt_path or _resumed(directory, digest)
-    with directory.claimed("rerank fit") if trainer.is_global_zero else contextlib.nullcontext():
-        try:
-            report = _fit(cli, directory, arguments, ckpt_path, changes)
-        except Preempted as stopped:
-            if trainer.is_global_zero:
-                write_json({"config": digest, "signal": stopped.signum, "phase": stopped.phase,
-                            "stopped": time.strftime("%Y-%m-%d %H:%M:%S")}, directory.preempted)
-            raise
-        if trainer.is_global_zero:
-            directory.preempted.unlink(missing_ok=True)
-    return report
+    options = cli.config.as_dict()
+
+    def config(stage_steps: int | None) -> str:
+        if stage_steps is not None:
+            cli.config.pretrain.max_steps = stage_steps
+        return cli.parser.dump(cli.config)
+
+    parts = FitParts(model=model, data=data, trainer=trainer, config=config, digest=_config_digest(cli),
+                     best_checkpoint=lambda: cli.config_init.checkpoint.best_model_path,
+                     pretrain=cli.config_init.pretrain, trainer_options=cli.config.trainer.as_dict(),
+                     seed=cli.config.seed_everything, ckpt_path=cli.config.ckpt_path,
+                     card={"evaluation": options.get("evaluation"), "data": options.get("data", {}),
+                           "pretrain": options.get("pretrain"), "command": shlex.join(["rerank", "fit", *arguments])},
+                     changes=changes)
+    result = fit(parts)
+    return result if trainer.is_global_zero else None
 
 
-def _fit(cli: RerankCLI, directory: RunDirectory, arguments: list[str], ckpt_path: str | None,
-         changes: list[str]) -> Metrics:
-    """The fit's phases, each named for :mod:`rerank.preemption`: the stage, training, testing, the export."""
-    trainer, model, data = cli.trainer, cli.model, cli.datamodule
-    if trainer.is_global_zero:
-        keep_log(directory.root)
-        with atomic_write(directory.config) as handle:
-            handle.write(cli.parser.dump(cli.config))
-    if cli.config_init.pretrain is not None:
-        with preemption.phase("the judgment-free stage"):
-            stage = pretrain(cli.config_init.pretrain, model, data, cli.config.trainer.as_dict(),
-                             cli.config.seed_everything)
-        if stage.max_steps != cli.config.pretrain.max_steps and trainer.is_global_zero:
-            cli.config.pretrain.max_steps = stage.max_steps  # the steps auto chose: a rerun trains the same
-            with atomic_write(directory.config) as handle:
-                handle.write(cli.parser.dump(cli.config))
-    with preemption.phase("the training folds"):
-        # checkpoints hold tensors and plain values only: loaded without unpickling arbitrary objects
-        trainer.fit(model, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
-    evaluation = evaluator_of(trainer)
-    tested = evaluation.tested(trainer, cli.config_init.checkpoint.best_model_path)  # None: the last weights
-    with preemption.phase("testing"):
-        trainer.test(model, datamodule=data, ckpt_path=tested, weights_only=True, verbose=False)
-    if trainer.is_global_zero:
-        options = cli.config.as_dict()
-        card = {"model": dict(model.hparams), "evaluation": options.get("evaluation"),
-                "data": options.get("data", {}), "pretrain": options.get("pretrain"),
-                "metrics": card_metrics(evaluation.report), "command": shlex.join(["rerank", "fit", *arguments])}
-        with preemption.phase("the export"):
-            export(model.model, directory.model, card, deployment=model.deployment)
-        directory.write_metrics(evaluation.report, model.deployment.as_dict())  # last: the fit is done
-        show(fit_summary(evaluation.report, model.deployment, directory, evaluation.selection.measure,
-                         len(data.judgments("test")), evaluation.choice, changes))
-    return evaluation.report
+def train(config: str | Path | Sequence[str | Path], overrides: Mapping[str, Any] | Sequence[str] | None = None,
+          output_dir: str | Path | None = None) -> FitResult:
+    """Train a re-ranker from Python as ``rerank fit`` does, and return its run directory and test figures.
+
+    Args:
+        config: a config file or the name of a shipped one (``cranfield.yaml``), or several, stacked in order.
+        overrides: options over them, as ``{"trainer.max_epochs": 1, "data.collection": {...}}`` or as the command
+            line writes them (``["--trainer.max_epochs", "1"]``).
+        output_dir: the run directory (default: the config's ``output_dir``).
+
+    Returns:
+        A :class:`~rerank.training.fitting.FitResult`: ``folder``, ``metrics`` (each ranker's test figures),
+        ``deployment``, ``model`` (the exported folder).
+
+    Raises:
+        ValueError, OSError: a value or a file the options name is wrong, before any work (as ``rerank fit`` says it).
+
+    Example::
+
+        >>> from rerank import train  # doctest: +SKIP
+        >>> result = train("cranfield.yaml", {"data.folds.test": 2}, output_dir="runs/fold2")  # doctest: +SKIP
+        >>> result.metrics["reranker"]["nDCG@10"], result.model  # doctest: +SKIP
+    """
+    configs = [config] if isinstance(config, str | Path) else list(config)
+    arguments = [argument for name in configs for argument in ("--config", str(name))]
+    if isinstance(overrides, Mapping):
+        arguments += [f"--{key}={_text(value)}" for key, value in overrides.items()]
+    else:
+        arguments += list(overrides or [])
+    if output_dir is not None:
+        arguments += ["--output_dir", str(output_dir)]
+    schema.check("fit", resolve_configs(arguments))  # every value before any work, as the command line checks it
+    result = fit_from_arguments(arguments)
+    if result is None:
+        raise RuntimeError("rerank.train runs in one process; for many devices, launch rerank fit")
+    return result
+
+
+def _text(value: Any) -> str:
+    """An option's value as the command line writes it (JSON, which YAML reads as it is)."""
+    import json
+
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _config_digest(cli: RerankCLI) -> str:
@@ -127,27 +145,6 @@ def _config_digest(cli: RerankCLI) -> str:
     config = cli.config.clone()
     config.ckpt_path = None
     return hashlib.sha1(cli.parser.dump(config).encode()).hexdigest()[:16]
-
-
-def _resumed(directory: RunDirectory, digest: str) -> str | None:
-    """``last`` when ``directory`` holds a fit that a signal stopped, under the same config, after its training
-    began (its stage, if it had one, resumes from its own checkpoint); else None.
-
-    Raises:
-        UserError: the stopped fit had another config.
-    """
-    if not directory.preempted.is_file():
-        return None
-    record = read_json(directory.preempted)
-    if record.get("config") != digest:
-        raise UserError(f"{directory.root} holds a fit stopped by a signal ({record.get('phase')}, "
-                        f"{record.get('stopped')}) under another config: resume it with its own command, or give "
-                        "another --output_dir")
-    if not directory.last_checkpoint.is_file():
-        return None
-    logger.info("resuming the fit stopped during %s (%s) from %s", record.get("phase"), record.get("stopped"),
-                directory.last_checkpoint)
-    return "last"
 
 
 if __name__ == "__main__":

@@ -139,6 +139,8 @@ class RerankModule(pl.LightningModule):
         """The re-ranker's run on the latest validation, which ``deployment`` was chosen on (kept in checkpoints):
         the test writes the tested checkpoint's as ``runs/validation.run``."""
         self._seed = 0
+        self.log_prefix = "train"
+        """Where the training losses are logged: ``train/`` (the judgment-free stage's: ``stage/``)."""
 
     def forward(self, batch: TrainingBatch | EvaluationBatch) -> Tensor:
         """One score per (query, document) pair of the batch (MaxP: the best passage's)."""
@@ -186,10 +188,10 @@ class RerankModule(pl.LightningModule):
 
     def training_step(self, batch: TrainingBatch, batch_idx: int) -> Tensor:
         losses = self.list_losses(batch)
-        self.log("train/loss", losses["loss"], prog_bar=True, batch_size=batch.size)
+        self.log(f"{self.log_prefix}/loss", losses["loss"], prog_bar=True, batch_size=batch.size)
         for name in ("qrels", "teacher", "clicks"):
             if name in losses:
-                self.log(f"train/{name}_loss", losses[name], batch_size=batch.size)
+                self.log(f"{self.log_prefix}/{name}_loss", losses[name], batch_size=batch.size)
         return losses["loss"]
 
     def on_train_epoch_end(self) -> None:

@@ -36,12 +36,13 @@ import dataclasses
 import functools
 import logging
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.loggers import Logger
 from safetensors.torch import load_file, save
 
 from .. import preemption
@@ -77,7 +78,7 @@ teacher targets trains the same weights whatever the head, and is shared by ever
 
 
 def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModule, trainer: dict[str, Any],
-             seed: int) -> PretrainConfig:
+             seed: int, loggers: Sequence[Logger] = ()) -> PretrainConfig:
     """Give ``module`` the stage's weights, from the cache or by training it; returns ``config`` with its steps
     resolved (``max_steps: auto``, :mod:`rerank.training.budget`, logged in one line). With several rounds,
     ``data``'s training sources learn from the last round's teacher.
@@ -88,6 +89,7 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         data: the main data module (the stage uses its collection and settings with ``config.train``).
         trainer: the main run's Trainer options (see :data:`TRAINER_OPTIONS`; ``max_epochs`` for the plan).
         seed: the run's seed, set again after the stage.
+        loggers: the fit's loggers, which get the stage's losses too (under ``stage/``).
     """
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
     given = as_source_configs(config.train, "pretrain.train")
@@ -128,7 +130,8 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         for round_, path in enumerate(paths, 1):
             taught = [_taught_by(source, student, config, options) for source in sources]
             _round(path, module, stage if round_ == 1 else data.with_sources(taught, stage.directory.root), config,
-                   options, f"round {round_} of {config.rounds}", seed, checked if round_ == 1 else None)
+                   options | {"logger": list(loggers) or False}, f"round {round_} of {config.rounds}", seed,
+                   checked if round_ == 1 else None)
             if round_ < config.rounds:
                 student = _exported(module, path.with_suffix(""))
     data.sources = [_taught_by(source, student, config, options) for source in data.sources]
@@ -199,7 +202,7 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
     else:
         logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(stage.sources))
     stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
-                               enable_checkpointing=False, logger=False, callbacks=callbacks,
+                               enable_checkpointing=False, callbacks=callbacks,
                                default_root_dir=str(stage.directory.root), plugins=[AtomicCheckpointIO()])
     with preemption.phase("the judgment-free stage"):
         stage_trainer.fit(module, datamodule=stage, ckpt_path=resume if resume.is_file() else None,
@@ -219,12 +222,13 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
 
 @contextmanager
 def _optimizer(module: RerankModule, settings: OptimizerSettings) -> Iterator[None]:
-    """``module`` trained with ``settings`` (the stage's) inside the block, with its own again after it."""
-    own, module.optimizer_settings = module.optimizer_settings, settings
+    """``module`` trained with ``settings`` (the stage's) inside the block, logging its losses under ``stage/``,
+    with its own settings again after it."""
+    own, module.optimizer_settings, module.log_prefix = module.optimizer_settings, settings, "stage"
     try:
         yield
     finally:
-        module.optimizer_settings = own
+        module.optimizer_settings, module.log_prefix = own, "train"
 
 
 def _taught_by(source: SourceConfig, student: str | None, config: PretrainConfig,
