@@ -105,7 +105,7 @@ def test_bm25_command_writes_run_and_metrics(tmp_path: Path, index_dir: str) -> 
                                 "--data.first_stage.index_dir", index_dir, "--data.first_stage.backend", "bm25s"])
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written == {"first_stage": metrics}  # one key for the first stage (its former name is gone)
-    assert list(metrics) == ["nDCG@10", "nDCG@20", "P@20", "MAP", "R@100", "R@1000"]
+    assert list(metrics) == ["nDCG@10", "nDCG@20", "P@20", "AP", "R@100", "R@1000"]
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
     run = read_run(tmp_path / "first_stage.trec")
     assert evaluate(run, qrels, list(metrics)).mean == pytest.approx(metrics, abs=1e-6)

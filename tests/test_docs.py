@@ -49,3 +49,61 @@ def test_guides_and_experiments_link_both_ways() -> None:
         assert any(f"experiments/{page.name}" in target for target in linked), f"no guide links to {page.name}"
     for page in guides:
         assert len(page.read_text(encoding="utf-8").splitlines()) <= 250, f"the guide {page.name} is long"
+
+
+def test_the_configuration_reference_is_made_from_the_code() -> None:
+    from rerank.cli.reference import markdown
+
+    assert (REPO / "docs" / "configuration.md").read_text(encoding="utf-8") == markdown(), (
+        "docs/configuration.md is stale: python -m rerank.cli.reference > docs/configuration.md")
+
+
+COMMAND = re.compile(r"(?:^|\s)(?:rerank|python -m rerank(?:\.fit)?)\s+(?P<rest>.*)$")
+
+
+def shell_blocks(text: str) -> list[str]:
+    """The text of each fenced code block marked bash or sh, or unmarked."""
+    blocks: list[str] = []
+    inside, shell, lines = False, False, []
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if inside and shell:
+                blocks.append("\n".join(lines))
+            inside, shell, lines = not inside, line[3:].strip() in ("", "bash", "sh"), []
+        elif inside:
+            lines.append(line)
+    return blocks
+
+
+def documented_commands() -> list[tuple[str, str, list[str]]]:
+    """``(page, command, its --options)`` of every ``rerank ...`` line in the README's and the guides' code blocks
+    (a line continued with ``\\`` joined to the next)."""
+    found = []
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for block in shell_blocks(page.read_text(encoding="utf-8")):
+            for line in block.replace("\\\n", " ").splitlines():
+                match = COMMAND.search(line.split("#")[0])
+                if match is None:
+                    continue
+                words = match["rest"].split()
+                command = "fit" if "rerank.fit" in line else words[0] if words else ""
+                options = [word.split("=")[0] for word in words if word.startswith("--")]
+                found.append((page.name, command, options))
+    return found
+
+
+def test_every_command_and_option_the_readme_and_the_guides_show_exists() -> None:
+    from rerank.cli import COMMANDS, schema
+    from rerank.cli.commands import HELP_ALL
+
+    shown = documented_commands()
+    assert len(shown) > 20
+    for page, command, options in shown:
+        if command.startswith("-"):
+            continue  # rerank --version, rerank --help
+        assert command in COMMANDS, f"{page}: rerank {command} is no command"
+        known = schema._options(command)
+        for option in options:
+            if option in ("--config", "--help", HELP_ALL, "--version"):
+                continue
+            known.lookup(known.unabbreviated(option[2:].rstrip("+")), f"{page}: rerank {command} {option}")

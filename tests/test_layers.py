@@ -17,7 +17,7 @@ PACKAGE = REPO / "rerank"
 FLOORS: dict[str, int] = {
     # 0: formats and readers, losses, caches and atomic writes, evaluation and score fusion
     "rerank.atomic": 0, "rerank.cache": 0, "rerank.logs": 0, "rerank.errors": 0, "rerank.checks": 0,
-    "rerank.preemption": 0,
+    "rerank.preemption": 0, "rerank.version": 0,
     "rerank.data": 0, "rerank.losses": 0, "rerank.evaluation": 0, "rerank.interpolation": 0,
     "rerank.run_directory": 0, "rerank.figures": 0,
     # 1: the model with its tokenizer; the first stage, the teacher, clicks; the options' torch-free dataclasses
@@ -33,7 +33,7 @@ FLOORS: dict[str, int] = {
 FACADE = "rerank"
 """``rerank/__init__.py``: the public names, each imported on first use from wherever it lives."""
 CLI_SHARED = {"rerank.cli", "rerank.cli.arguments", "rerank.cli.configs", "rerank.cli.errors", "rerank.cli.schema",
-              "rerank.cli.summary"}
+              "rerank.cli.summary", "rerank.cli.values", "rerank.cli.reference"}
 """What the commands share; every other module of ``rerank/cli`` is a command."""
 
 

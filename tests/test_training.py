@@ -147,7 +147,7 @@ def test_evaluation_covers_each_query_once_and_matches_trec_eval(workdir: Path, 
     run = read_run(tmp_path / "runs" / "validation.run")
     assert sorted(run) == sorted(c.query_id for c in data.lists["validation"])
     assert all(len(run[c.query_id]) == len(c.doc_ids) for c in data.lists["validation"])
-    expected = evaluate(run, data.judgments("validation"), ["nDCG@10", "nDCG@20", "MAP"]).mean
+    expected = evaluate(run, data.judgments("validation"), ["nDCG@10", "nDCG@20", "AP"]).mean
     for name, value in expected.items():
         assert metrics[f"val/{name}"] == pytest.approx(value, abs=1e-6)
     assert 0.0 <= metrics["val/interpolation_weight"] <= 1.0

@@ -16,12 +16,24 @@ COMMANDS = {
     "interleave": "compare two runs by team-draft interleaving with simulated clicks",
 }
 MODULES = {"bm25": "first_stage"}
+TRAINER = ("trainer.max_epochs", "trainer.precision", "trainer.devices", "trainer.accumulate_grad_batches",
+           "trainer.logger")
+"""The Trainer's options that the help of the commands that train shows (``--help-all``: all of Lightning's)."""
+TRAINS = ("output_dir", "model.model_name", "model.loss", "model.loss_args", "model.teacher_loss",
+          "model.teacher_weight", "model.tokenization", "model.optimizer", "data.collection", "data.first_stage",
+          "data.folds", "data.train", "data.rerank_depth", "data.list_size", "data.strategy", "data.batch_size",
+          "evaluation", "pretrain", *TRAINER)
+"""What a command that trains reads of the shared config."""
 READS = {
+    "fit": (*TRAINS, "ckpt_path"),
+    "cv": (*TRAINS, "folds"),
+    "predict": ("output_dir", "run", "ranker", "untrained_head", "model.model_name", "model.tokenization", "data",
+                "evaluation.metrics", "trainer.accelerator", "trainer.devices", "trainer.precision"),
     "bm25": ("output_dir", "data.collection", "data.first_stage", "evaluation.metrics"),
     "teacher": ("output_dir", "run", "teacher", "data.collection", "data.first_stage", "data.rerank_depth",
                 "evaluation.metrics"),
     "compare": ("systems", "qrels", "alpha", "output", "data.collection"),
-    "serve": ("serve", "ranker", "model.model_name"),
+    "serve": ("serve", "ranker", "untrained_head", "model.model_name"),
     "clicks": ("output_dir", "run", "clicks", "data.collection", "data.first_stage", "data.folds"),
     "interleave": ("output_dir", "run_a", "run_b", "clicks", "data.collection", "data.folds"),
 }

@@ -150,8 +150,16 @@ def reading(text: str, command: str, reads: tuple[str, ...]) -> str:
             kept += [lines[0], *(line for entry in shown for line in entry), ""]
     kept.append(textwrap.fill(f"rerank {command} reads the options above; it accepts every option of the shared config "
                               f"(one YAML serves every command) and ignores the others: rerank {command} {HELP_ALL} "
-                              "lists them all.", 80))
-    return "\n".join(kept) + "\n"
+                              "lists them all, Lightning's Trainer and checkpoint options among them.", 80))
+    return plain("\n".join(kept)) + "\n"
+
+
+def plain(text: str) -> str:
+    """Help text without the docstrings' reST: ``code`` as code, ``:mod:`rerank.x``` as rerank.x, a role's
+    ``~a.b.Name`` as Name."""
+    text = re.sub(r":\w+:`~[\w.]*\.(\w+)`", r"\1", text)
+    text = re.sub(r":\w+:`([^`]*)`", r"\1", text)
+    return text.replace("``", "")
 
 
 def _reads(first_line: str, reads: tuple[str, ...]) -> bool:
