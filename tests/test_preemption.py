@@ -25,7 +25,7 @@ from rerank.preemption import Preempted
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
-FIT = ("import sys, faults; {fault}; from rerank.cli.errors import run; from rerank.cli.fit import main; "
+FIT = ("import signal, sys, faults; {fault}; from rerank.cli.errors import run; from rerank.cli.fit import main; "
        "run(main, sys.argv[1:])")
 
 
@@ -72,28 +72,31 @@ PHASES = {
     "the first stage": "faults.signal_on_call('rerank.training.datamodule:RerankDataModule._write_first_stage_run')",
     "the training lists (their candidates and teacher scores)":
         "faults.signal_on_call('rerank.training.sources:teacher_scores')",
-    "the export": "faults.signal_on_call('rerank.cli.fit:export')",
+    "the export": "faults.signal_on_call('rerank.training.fitting:export')",
+    "the training folds, by Ctrl-C": "faults.signal_at_step('the training', 5, signal.SIGINT)",
 }
 KEPT = {"the judgment-free stage": "the judgment-free stage is saved at step 3",
         "the training folds": "the training is saved at step 5"}
-SLOW = ("testing", "the first stage", "the training lists (their candidates and teacher scores)", "the export")
+SLOW = ("testing", "the first stage", "the training lists (their candidates and teacher scores)", "the export",
+        "the training folds, by Ctrl-C")
 
 
 @pytest.mark.parametrize("phase", [pytest.param(phase, marks=pytest.mark.slow) if phase in SLOW else phase
                                    for phase in PHASES])
-def test_sigterm_at_each_phase_stops_saved_and_the_same_command_resumes_to_the_same_result(setup: dict,
+def test_a_signal_at_each_phase_stops_saved_and_the_same_command_resumes_to_the_same_result(setup: dict,
                                                                                           phase: str) -> None:
-    name = "-".join(phase.split()[:3])
+    name = "-".join(phase.replace(",", "").split()[:5])
     output = setup["root"] / name
     cache = f"cache-{name}"  # a cache of its own: the stage is trained (and stopped), not loaded
     stopped = fit(setup, output.name, PHASES[phase], cache=cache)
-    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr[-3000:]
+    signum, during = (signal.SIGINT, "the training folds") if "Ctrl-C" in phase else (signal.SIGTERM, phase)
+    assert stopped.returncode == 128 + signum, stopped.stderr[-3000:]
     last = stopped.stderr.strip().splitlines()[-1]
-    assert last.startswith(f"rerank: stopped by SIGTERM during {phase}; "), last
+    assert last.startswith(f"rerank: stopped by {signal.Signals(signum).name} during {during}; "), last
     assert last.endswith(": run the same command again to resume")
-    assert KEPT.get(phase, "") in last and "Traceback" not in stopped.stderr
+    assert KEPT.get(during, "") in last and "Traceback" not in stopped.stderr
     record = json.loads((output / "preempted.json").read_text())
-    assert record["phase"] == phase and record["signal"] == signal.SIGTERM
+    assert record["phase"] == during and record["signal"] == signum
     assert not (output / "metrics.json").exists() and not (output / ".rerank.lock").exists()
     assert not any(".tmp-" in path.name for path in output.rglob("*"))  # nothing half-written
     resumed = fit(setup, output.name, cache=cache)

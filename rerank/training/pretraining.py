@@ -202,7 +202,7 @@ def _round(path: Path, module: RerankModule, stage: RerankDataModule, config: Pr
     else:
         logger.info("pre-training stage, %s: %d steps on %d source(s)", name, config.max_steps, len(stage.sources))
     stage_trainer = pl.Trainer(**options, max_steps=config.max_steps, limit_val_batches=0, num_sanity_val_steps=0,
-                               enable_checkpointing=False, callbacks=callbacks,
+                               enable_checkpointing=False, enable_model_summary=False, callbacks=callbacks,
                                default_root_dir=str(stage.directory.root), plugins=[AtomicCheckpointIO()])
     with preemption.phase("the judgment-free stage"):
         stage_trainer.fit(module, datamodule=stage, ckpt_path=resume if resume.is_file() else None,
