@@ -195,7 +195,7 @@ VALUES = [  # (option, value): accepted and refused values of ints, floats, bool
     ("--trainer.precision", "bf16-mixed"), ("--trainer.precision", "bf16mixed"), ("--trainer.precision", "32"),
     ("--model.tokenization.max_query_length", "auto"), ("--model.tokenization.max_query_length", "24"),
     ("--model.tokenization.max_length", "long"), ("--data.first_stage.k1", "0.9"), ("--data.first_stage.k1", "x"),
-    ("--data.collection.docs", "d.jsonl"), ("--data.rerank_depht", "3"), ("--trainer.max_epoch", "3"),
+    ("--data.collection.query_field", "text"), ("--data.rerank_depht", "3"), ("--trainer.max_epoch", "3"),
     ("--trainer.max_epoch", "x"), ("--data.rerank", "3"),
 ]
 
@@ -244,6 +244,10 @@ SLIPS = [  # (command, options, what the one error line says): values the parser
                                       "model.optimizer instead"),
     ("fit", ["--lr_scheduler", "StepLR"], "--lr_scheduler: lr_scheduler would replace the recipe's schedule: set "
                                           "model.optimizer.warmup instead"),
+    ("predict", ["--data.collection.name", "robust04"], "--data.collection.name: data.collection: unknown option(s) "
+                                                         "name"),
+    ("fit", ["--data.collection.query_field", "titel"], "--data.collection.query_field: data.collection: "
+                                                        "collection.query_field must be one of"),
     ("serve", ["--serve.port", "70000"], "--serve.port: port must be in [0, 65535]; got 70000"),
     ("serve", ["--serve.device", "gpu0"], "--serve.device: serve.device must be cpu, cuda, cuda:N or mps"),
     ("serve", ["--serve.precision", "int4"], "--serve.precision: precision must be one of 32, bf16"),

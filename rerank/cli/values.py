@@ -250,14 +250,29 @@ def _check_section(given: Settings, section: str, build: Callable[..., Any]) -> 
         raise ValueError(f"{where}: {message}") from None
 
 
-def _check_collection(given: Settings) -> None:
-    """``data.collection`` as the data module reads it (a later one in stacked configs replaces an earlier one)."""
+def _collection(given: Settings) -> dict[str, Given]:
+    """``data.collection``'s keys, each with where it was set: a whole mapping (a later one in stacked configs
+    replaces an earlier one), then each ``--data.collection.KEY value``."""
     collection = given.get("data.collection")
-    if collection is not None and isinstance(collection.value, dict):
-        try:
-            as_collection_config(collection.value, "data.collection")
-        except ValueError as error:
-            raise ValueError(f"{collection.where}: {error}") from None
+    found = ({name: Given(value, collection.where) for name, value in collection.value.items()}
+             if collection is not None and isinstance(collection.value, dict) else {})
+    found.update({key.removeprefix("data.collection."): item for key, item in given.items()
+                  if key.startswith("data.collection.")})
+    return found
+
+
+def _check_collection(given: Settings) -> None:
+    """``data.collection`` as the data module reads it."""
+    keys = _collection(given)
+    if not keys:
+        return
+    try:
+        as_collection_config({name: item.value for name, item in keys.items()}, "data.collection")
+    except ValueError as error:
+        message = str(error)
+        named = ([item for name, item in keys.items() if f"collection.{name}" in message]
+                 or [item for name, item in keys.items() if re.search(rf"\b{re.escape(name)}\b", message)])
+        raise ValueError(f"{(named or list(keys.values()))[-1].where}: {message}") from None
 
 
 def _check_sources(given: Settings) -> None:
@@ -356,12 +371,10 @@ def check_paths(command: str, given: Settings) -> None:
             and not Path(model.value).expanduser().exists():
         raise FileNotFoundError(f"{model.where}: model.model_name {model.value}: no such folder (give a folder, or a "
                                 "Hugging Face hub id such as sentence-transformers/all-MiniLM-L6-v2)")
-    collection = given.get("data.collection")
-    if collection is not None and isinstance(collection.value, dict):
-        for name in ("docs", "queries", "qrels"):
-            path = collection.value.get(name)
-            if isinstance(path, str) and not Path(path).expanduser().exists():
-                raise FileNotFoundError(f"{collection.where}: data.collection.{name} {path}: no such file")
+    for name, item in _collection(given).items():
+        if name in ("docs", "queries", "qrels") and isinstance(item.value, str) \
+                and not Path(item.value).expanduser().exists():
+            raise FileNotFoundError(f"{item.where}: data.collection.{name} {item.value}: no such file")
     for where, run in _teacher_runs(given):
         if not Path(run).expanduser().exists():
             raise FileNotFoundError(f"{where}: teacher.run {run}: no such file")
