@@ -31,45 +31,45 @@ from typing import TYPE_CHECKING, Any
 from .version import __version__
 
 if TYPE_CHECKING:
+    from .callbacks.evaluator import Evaluator
     from .cli import run_command
     from .cli.arguments import from_config
     from .cli.configs import resolve_config_path
     from .cli.fit import train
+    from .config.first_stage import FirstStageConfig
     from .config.optimizer import OptimizerSettings
     from .config.selection import SelectionRules
     from .config.tokenization import TokenizationConfig
-    from .data.collection import CollectionConfig
+    from .core.run_directory import RunDirectory
+    from .data.collection_config import CollectionConfig
     from .data.folds import FoldsConfig
-    from .evaluation import evaluate
-    from .first_stage.config import FirstStageConfig
+    from .evaluation.measures import evaluate
+    from .inference.pyterrier import RerankTransformer
+    from .inference.reranker import Reranker
     from .losses import LOSSES, RankingLoss, build_loss
     from .model.cross_encoder import CrossEncoderModel
-    from .pyterrier_transformer import RerankTransformer
-    from .reranker import Reranker
-    from .run_directory import RunDirectory
     from .training.datamodule import RerankDataModule
-    from .training.evaluator import Evaluator
     from .training.fitting import FitResult
     from .training.lightning_module import RerankModule
 
 _WHERE = {
     "CrossEncoderModel": ".model.cross_encoder",
-    "CollectionConfig": ".data.collection",
+    "CollectionConfig": ".data.collection_config",
     "RerankDataModule": ".training.datamodule",
     "FoldsConfig": ".data.folds",
     "TokenizationConfig": ".config.tokenization",
-    "evaluate": ".evaluation",
-    "FirstStageConfig": ".first_stage.config",
+    "evaluate": ".evaluation.measures",
+    "FirstStageConfig": ".config.first_stage",
     "RerankModule": ".training.lightning_module",
-    "Evaluator": ".training.evaluator",
+    "Evaluator": ".callbacks.evaluator",
     "OptimizerSettings": ".config.optimizer",
     "SelectionRules": ".config.selection",
     "LOSSES": ".losses",
     "RankingLoss": ".losses",
     "build_loss": ".losses",
-    "Reranker": ".reranker",
-    "RerankTransformer": ".pyterrier_transformer",
-    "RunDirectory": ".run_directory",
+    "Reranker": ".inference.reranker",
+    "RerankTransformer": ".inference.pyterrier",
+    "RunDirectory": ".core.run_directory",
     "from_config": ".cli.arguments",
     "resolve_config_path": ".cli.configs",
     "run_command": ".cli",

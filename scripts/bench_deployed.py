@@ -31,12 +31,13 @@ from rich.table import Table
 from rerank import run_command
 from rerank.config.teacher import TeacherConfig
 from rerank.config.tokenization import TokenizationConfig
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.trec import write_run
-from rerank.deployment import Deployment
-from rerank.export import export
 from rerank.first_stage import FirstStageConfig, retrieve
+from rerank.inference.export import export
 from rerank.model.cross_encoder import CrossEncoderModel
+from rerank.ranker.deployment import Deployment
 
 CRANFIELD = {"ir_datasets": "cranfield", "label_map": {-1: 0, 1: 4, 2: 3, 3: 2, 4: 1}}
 WAYS = ("pure cross-encoder (--ranker reranker)", "fused, documents embedded", "fused, document embeddings cached")

@@ -380,7 +380,7 @@ def _padding_efficiency(reranker: Any, queries: list[str], documents: list[str],
     from types import SimpleNamespace
 
     from rerank.data.candidates import CandidateLists
-    from rerank.training.examples import EvaluationBatches
+    from rerank.training.lists import EvaluationBatches
 
     texts = {str(i): document for i, document in enumerate(documents)}
     lists = CandidateLists.from_run({str(i): {str(i): 0.0} for i in range(len(queries))},
@@ -404,7 +404,7 @@ def _onnx_cuda(model: Path, reranker: Any, queries: list[str], documents: list[s
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         print("inference: ONNX Runtime has no CUDA provider here (onnxruntime-gpu is not installed)", flush=True)
         return None
-    from rerank.export import ONNX_OUTPUT, export_onnx
+    from rerank.inference.export import ONNX_OUTPUT, export_onnx
 
     path = model.parent / "model.onnx"
     export_onnx(reranker.model.cpu(), path)

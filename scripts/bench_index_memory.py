@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.first_stage import FirstStageConfig, retrieve
 
 

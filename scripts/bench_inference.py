@@ -23,11 +23,12 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from rerank.data.collection import Collection, CollectionConfig
-from rerank.export import ONNX, ONNX_OUTPUT, export, onnx_session
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.first_stage import FirstStageConfig, retrieve
+from rerank.inference.export import ONNX, ONNX_OUTPUT, export, onnx_session
+from rerank.inference.reranker import Reranker
 from rerank.model.cross_encoder import CrossEncoderModel
-from rerank.reranker import Reranker
 
 CRANFIELD = CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2: 3, 3: 2, 4: 1})
 

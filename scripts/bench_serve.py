@@ -38,9 +38,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.first_stage import FirstStageConfig, retrieve
-from rerank.reranker import Reranker
+from rerank.inference.reranker import Reranker
 
 CRANFIELD = CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2: 3, 3: 2, 4: 1})
 TOLERANCE = 1e-5

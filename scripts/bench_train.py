@@ -59,7 +59,8 @@ from rich.console import Console
 from rich.table import Table
 
 from rerank.config.tokenization import TokenizationConfig
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import FoldsConfig
 from rerank.data.trec import write_run
 from rerank.first_stage import FirstStageConfig

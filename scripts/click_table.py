@@ -24,10 +24,11 @@ import yaml
 from scipy import stats
 
 from rerank import resolve_config_path
-from rerank.data.collection import Collection, as_collection_config
+from rerank.core.run_directory import CrossValidationDirectory
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.trec import ranked, read_run
-from rerank.evaluation import evaluate
-from rerank.run_directory import CrossValidationDirectory
+from rerank.evaluation.measures import evaluate
 
 LEARNT = re.compile(r"propensities learnt by model\.click_loss, ranks 1 to \d+: ([0-9., ]+)")
 

@@ -17,8 +17,9 @@ import yaml
 
 from rerank import resolve_config_path
 from rerank.clicks.targets import ClickTargetConfig, click_targets
-from rerank.data.collection import Collection, as_collection_config
-from rerank.evaluation import evaluate
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
+from rerank.evaluation.measures import evaluate
 
 
 def main(argv: list[str] | None = None) -> None:

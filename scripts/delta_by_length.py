@@ -22,9 +22,10 @@ import yaml
 from scipy import stats
 
 from rerank import resolve_config_path
-from rerank.data.collection import Collection, as_collection_config
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.trec import ranked, read_run
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 
 
 def main(argv: list[str] | None = None) -> None:

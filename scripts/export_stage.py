@@ -20,7 +20,7 @@ import dataclasses
 from safetensors.torch import load_file
 
 from rerank.config.tokenization import TokenizationConfig
-from rerank.export import export
+from rerank.inference.export import export
 from rerank.model.cross_encoder import CrossEncoderModel
 
 

@@ -24,9 +24,10 @@ from rerank.clicks.interleaving import interleave
 from rerank.clicks.models import ClickModelConfig
 from rerank.clicks.simulator import ClickSimulationConfig
 from rerank.data.candidates import read_candidates
-from rerank.data.collection import Collection, as_collection_config
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.trec import read_run
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 
 
 def main() -> None:

@@ -31,11 +31,12 @@ from pathlib import Path
 import yaml
 from scipy import stats
 
-from rerank.data.collection import Collection, as_collection_config
+from rerank.core.run_directory import CrossValidationDirectory, RunDirectory
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Run, read_run, restrict
-from rerank.evaluation import evaluate, paired_p
-from rerank.run_directory import CrossValidationDirectory, RunDirectory
+from rerank.evaluation.measures import evaluate, paired_p
 
 HEADS = ("listnet", "hinge", "smoothi_ndcg", "softndcg", "lambdarank", "neural_ndcg")
 MEASURES = ("nDCG@10", "nDCG@20", "MAP", "P@10")

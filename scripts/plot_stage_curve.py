@@ -19,10 +19,11 @@ from pathlib import Path
 import matplotlib
 import yaml
 
-from rerank.data.collection import Collection, as_collection_config
+from rerank.core.figures import save_figure
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.trec import read_run
-from rerank.evaluation import evaluate
-from rerank.figures import save_figure
+from rerank.evaluation.measures import evaluate
 
 MEASURE = "nDCG@10"
 

@@ -32,11 +32,12 @@ from rich.console import Console
 from rich.table import Table
 
 from rerank import from_config
-from rerank.data.collection import Collection, as_collection_config
+from rerank.core.logs import configure_logging
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.trec import Run, read_run, top_k
-from rerank.evaluation import evaluate
-from rerank.logs import configure_logging
-from rerank.teacher import DEFAULT_BI_ENCODER, bi_encoder_embeddings, blend, cosines
+from rerank.evaluation.measures import evaluate
+from rerank.teacher.scores import DEFAULT_BI_ENCODER, bi_encoder_embeddings, blend, cosines
 
 MEASURE = "nDCG@10"
 

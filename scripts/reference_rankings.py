@@ -24,10 +24,11 @@ from rich.console import Console
 from rich.table import Table
 
 from rerank import from_config
-from rerank.data.collection import Collection, as_collection_config
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.trec import Run, read_run, top_k
-from rerank.evaluation import evaluate
-from rerank.teacher import DEFAULT_BI_ENCODER, bi_encoder_scores
+from rerank.evaluation.measures import evaluate
+from rerank.teacher.scores import DEFAULT_BI_ENCODER, bi_encoder_scores
 
 MEASURES = ("nDCG@10", "nDCG@20", "MAP")
 

@@ -4,14 +4,15 @@ For each fold of a ``rerank cv`` output folder, the script splits the fold's val
 (``--halvings`` times, seeded by the fold); each rule chooses its ranker and weights on one half and is measured
 on the other, both ways round. A rule's estimate is the mean of ``--measure`` over folds, halvings and halves.
 The rules (:data:`RULES`) choose among ``reranker``, ``interpolated`` and ``fused`` with
-:func:`rerank.deployment.choose`: ``simplex``, the best of the 66 points of the simplex over (re-ranker, teacher,
+:func:`rerank.ranker.deployment.choose`: ``simplex``, the best of the 66 points of the simplex over (re-ranker, teacher,
 first stage) in steps of 0.1 (the fits' rule before 2026-11-28); ``line``, the best of the 11 points ``w``
 re-ranker + ``1 - w`` teacher; ``smoothed``, the best after each point's figure is averaged with its grid
-neighbours' (:func:`smoothed`); ``anchored``, the fits' rule since: :func:`rerank.selection.select` itself (simplex's
-choice if it :func:`~rerank.deployment.beats_teacher` alone, else the teacher alone; docs/experiments/ablations.md),
-on the half's queries. With ``--pooled``, ``pooled`` is ``anchored`` on the half's queries together with the other
+neighbours' (:func:`smoothed`); ``anchored``, the fits' rule since: :func:`rerank.ranker.selection.select` itself
+(simplex's choice if it :func:`~rerank.ranker.deployment.beats_teacher` alone, else the teacher alone;
+docs/experiments/ablations.md), on the half's queries. With ``--pooled``, ``pooled`` is ``anchored`` on the half's
+queries together with the other
 folds' whole validation folds (each scored by the fit that validated on it), but the one that is this fold's test
-fold: what :func:`rerank.selection.select` would choose under ``rerank cv`` from every fit's validation runs.
+fold: what :func:`rerank.ranker.selection.select` would choose under ``rerank cv`` from every fit's validation runs.
 With ``--cross-fit``, ``cross_fit`` is ``anchored`` with ``check: cross_fit`` (the search's choice kept only if,
 cross-fitted over parts of the half, it beats the teacher alone on the parts it did not choose on).
 The script first rebuilds each fold's deployment by the rule its fit used, and stops unless it is the fit's to the
@@ -43,18 +44,19 @@ from scipy.stats import ttest_rel
 
 from rerank.config.selection import SelectionRules
 from rerank.config.teacher import TeacherConfig
-from rerank.data.collection import Collection, as_collection_config
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Qrels, Run, read_qrels, read_run, restrict
-from rerank.deployment import RANKERS, TEACHER_ALONE, choose
-from rerank.evaluation import evaluate
-from rerank.interpolation import DEFAULT_GRID, fuse, simplex
-from rerank.selection import ValidationRuns, select
+from rerank.evaluation.fusion import DEFAULT_GRID, fuse, simplex
+from rerank.evaluation.measures import evaluate
+from rerank.ranker.deployment import RANKERS, TEACHER_ALONE, choose
+from rerank.ranker.selection import ValidationRuns, select
 
 RULES = {"simplex": simplex(3), "line": tuple((w, round(1 - w, 1), 0.0) for w in reversed(DEFAULT_GRID)),
          "smoothed": simplex(3), "anchored": simplex(3)}
 """The weights (re-ranker, teacher, first stage) that ``fused`` searches under each rule (``anchored``: the fit's,
-:func:`rerank.selection.select`)."""
+:func:`rerank.ranker.selection.select`)."""
 Choice = tuple[str, tuple[float, ...]]
 """A ranker and its weights."""
 TEACHER = tuple(TEACHER_ALONE.values())
@@ -87,13 +89,13 @@ def candidates(parts: Sequence[Run], qrels: Qrels, measure: str, queries: Sequen
              for weights in {*RULES["simplex"], *RULES["line"]}}
     return {"reranker": {(1.0,): per_query(reranker, qrels, measure, queries)},
             "interpolated": {(w, 1 - w): per_query(fuse([reranker, first_stage], [w, 1 - w]), qrels, measure, queries)
-                             for w in DEFAULT_GRID},  # as the fit weighs them (rerank.interpolation.interpolate)
+                             for w in DEFAULT_GRID},  # as the fit weighs them (rerank.evaluation.fusion.interpolate)
             "fused": fused}
 
 
 class FitRule:
-    """The fits' rule on a fold's validation runs: :func:`rerank.selection.select` on the queries at ``rows``, and
-    on every query of ``always`` (other folds' validation queries, their runs in ``parts``), its choice checked
+    """The fits' rule on a fold's validation runs: :func:`rerank.ranker.selection.select` on the queries at ``rows``,
+    and on every query of ``always`` (other folds' validation queries, their runs in ``parts``), its choice checked
     against the teacher by ``check``."""
 
     def __init__(self, parts: Sequence[Run], qrels: Qrels, queries: Sequence[str], measure: str,

@@ -7,7 +7,7 @@ choice on the runs a ``rerank cv`` folder keeps of every epoch (``fold<k>/runs/v
 
 - ``best``: the epoch with the highest mean (the first of equals), the fits' rule before 2026-11-29;
 - ``one_se``: the last epoch, unless the best beats it by more than one standard error of the mean per-query
-  difference, the fits' rule since (:func:`rerank.selection.chosen_epoch`; with two epochs, the rule as
+  difference, the fits' rule since (:func:`rerank.ranker.selection.chosen_epoch`; with two epochs, the rule as
   pre-registered: an earlier epoch that beats the last so, the best of them);
 - ``last``: the last epoch, no choice.
 
@@ -33,12 +33,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from rerank.data.collection import Collection, as_collection_config
+from rerank.data.collection import Collection
+from rerank.data.collection_config import as_collection_config
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Qrels, read_qrels, read_run
-from rerank.deployment import resolution
-from rerank.evaluation import evaluate
-from rerank.selection import chosen_epoch
+from rerank.evaluation.measures import evaluate
+from rerank.ranker.deployment import resolution
+from rerank.ranker.selection import chosen_epoch
 
 RULES = ("best", "one_se", "last")
 """The epoch choices compared (module docstring); ``best`` is the fits'."""
@@ -46,7 +47,7 @@ RULES = ("best", "one_se", "last")
 
 def epoch_of(values: Sequence[np.ndarray], rule: str) -> int:
     """The epoch (0-based) ``rule`` chooses from each epoch's per-query values on the same queries: ``last``, or the
-    fits' own choice (:func:`rerank.selection.chosen_epoch`)."""
+    fits' own choice (:func:`rerank.ranker.selection.chosen_epoch`)."""
     return len(values) - 1 if rule == "last" else chosen_epoch(values, rule)
 
 

@@ -15,13 +15,13 @@ from pathlib import Path
 import lightning.pytorch as pl
 from helpers import CRANFIELD
 
+from rerank.callbacks.evaluator import Evaluator
 from rerank.config.tokenization import TokenizationConfig
-from rerank.data.collection import CollectionConfig
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import FoldsConfig
 from rerank.data.trec import read_run
 from rerank.first_stage import FirstStageConfig
 from rerank.training.datamodule import RerankDataModule
-from rerank.training.evaluator import Evaluator
 from rerank.training.lightning_module import RerankModule
 
 

@@ -2,7 +2,7 @@
 
     python -c "import faults; faults.kill_before_replace('last.ckpt'); from rerank.cli import main; main([...])"
 
-:func:`kill_before_replace` arms :mod:`rerank.atomic` so that the process dies once a file or folder whose name
+:func:`kill_before_replace` arms :mod:`rerank.core.atomic` so that the process dies once a file or folder whose name
 contains ``fragment`` is completely written to its temporary sibling, just before it is renamed into place: the
 worst moment for a writer that is not atomic. Used in subprocesses only.
 """
@@ -67,8 +67,8 @@ def signal_on_call(target: str, signum: int = signal.SIGTERM) -> None:
 
 def signal_at_step(what: str, step: int, signum: int = signal.SIGTERM) -> None:
     """Send ``signum`` to this process at the end of optimizer step ``step`` of the training that
-    :class:`rerank.training.preemption.Resumable` names ``what`` (``the training``, ``the judgment-free stage``)."""
-    from rerank.training.preemption import Resumable
+    :class:`rerank.callbacks.resumable.Resumable` names ``what`` (``the training``, ``the judgment-free stage``)."""
+    from rerank.callbacks.resumable import Resumable
 
     original = Resumable.on_train_batch_end
 

@@ -89,7 +89,8 @@ class KillAtStep(Callback):
 
 def cranfield_workdir(folder: Path, dropout: float = 0.1) -> Path:
     """``folder`` with ``bert/`` (a tiny BERT with MiniLM's vocabulary) and ``bm25.run`` (Cranfield, bm25s, top 20)."""
-    from rerank.data.collection import Collection, CollectionConfig
+    from rerank.data.collection import Collection
+    from rerank.data.collection_config import CollectionConfig
     from rerank.data.trec import write_run
     from rerank.first_stage import FirstStageConfig, retrieve
 

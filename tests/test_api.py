@@ -12,7 +12,7 @@ import pytest
 import rerank
 from rerank.cli import COMMANDS
 from rerank.cli.arguments import RerankCLI
-from rerank.data.collection import as_collection_config
+from rerank.data.collection_config import as_collection_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,9 +60,7 @@ def test_a_later_collection_replaces_an_earlier_one_as_a_whole(tmp_path: Path) -
 def test_every_command_reads_the_same_options(command: str, capsys: pytest.CaptureFixture) -> None:
     from importlib import import_module
 
-    from rerank.cli import MODULES
-
-    module = import_module(f"rerank.cli.{MODULES.get(command, command)}")
+    module = import_module(f"rerank.cli.{command}")
     arguments = ["--config", "cranfield", "--data.first_stage.backend", "bm25s", "--print_config"]
     with pytest.raises(SystemExit) as exited:
         module.main([*(["runs/x"] if command == "compare" else []), *arguments])

@@ -1,4 +1,4 @@
-"""Crash-safe writes (rerank.atomic): complete or absent, the user's umask, leftovers of killed writers cleaned."""
+"""Crash-safe writes (rerank.core.atomic): complete or absent, the user's umask, leftovers of killed writers cleaned."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rerank.atomic import atomic_directory, atomic_write, remove_stale, remove_stale_in, temporary_sibling
+from rerank.core.atomic import atomic_directory, atomic_write, remove_stale, remove_stale_in, temporary_sibling
 
 
 @pytest.mark.parametrize(("umask", "file_mode", "folder_mode"), [(0o022, 0o644, 0o755), (0o002, 0o664, 0o775),
@@ -78,7 +78,7 @@ def test_a_cache_entry_that_another_builder_published_is_kept(tmp_path: Path) ->
 
 def test_a_cache_entry_is_used_only_while_it_matches_its_seal(tmp_path: Path,
                                                                caplog: pytest.LogCaptureFixture) -> None:
-    from rerank.cache import intact, reseal, seal_of, sealing
+    from rerank.core.cache import intact, reseal, seal_of, sealing
 
     entry = tmp_path / "scores.trec"
     assert not intact(entry, "scores")  # absent: made, silently

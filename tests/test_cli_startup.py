@@ -22,7 +22,7 @@ from helpers import REPO
 import rerank
 from rerank.cli import COMMANDS, schema
 from rerank.cli.arguments import RerankCLI
-from rerank.cli.commands import HELP_ALL, MODULES, READS
+from rerank.cli.commands import HELP_ALL, READS
 
 HEAVY = ("torch", "lightning", "transformers")
 PROBE = f"""
@@ -49,8 +49,7 @@ def cli_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def live_help(command: str) -> str:
     """The help the command's own parser prints (80 columns), not through the dispatcher or the cache."""
-    module = MODULES.get(command, command)
-    done = subprocess.run([sys.executable, "-c", f"from rerank.cli.{module} import main; main(['--help'])"],
+    done = subprocess.run([sys.executable, "-c", f"from rerank.cli.{command} import main; main(['--help'])"],
                           capture_output=True, text=True, cwd=REPO, timeout=300, env={**os.environ, "COLUMNS": "80"})
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -78,7 +77,7 @@ def test_importing_rerank_loads_neither_torch_nor_lightning() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     before, module, torch_after = json.loads(done.stdout.splitlines()[-1])
     assert before == []
-    assert module == "rerank.reranker" and torch_after  # the public API still works, loading torch on first use
+    assert module == "rerank.inference.reranker" and torch_after  # the public API works, loading torch on first use
 
 
 def test_every_public_name_is_exported_lazily() -> None:

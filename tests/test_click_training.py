@@ -18,10 +18,11 @@ from rerank.clicks.simulator import ClickSimulationConfig, simulate
 from rerank.clicks.targets import ClickTargetConfig, click_targets
 from rerank.config.source import as_source_config
 from rerank.data.candidates import read_candidates
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.first_stage import FirstStageConfig
-from rerank.training.examples import TrainingLists
+from rerank.training.lists import TrainingLists
 from rerank.training.sources import SourceContext, resolve
 
 LOG = [

@@ -19,7 +19,8 @@ from rerank.clicks.models import ClickModelConfig, sample_clicks
 from rerank.clicks.propensity import estimate_propensities
 from rerank.clicks.simulator import ClickSimulationConfig, query_frequencies, simulate
 from rerank.data.candidates import CandidateLists
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import ranked, read_run, write_run
 

@@ -14,7 +14,9 @@ import pytest
 from conftest import SHARED
 from helpers import CRANFIELD as CRANFIELD_CONFIG
 
-from rerank.data.collection import Collection, CollectionConfig, MissingDataError
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
+from rerank.data.ir_datasets_source import MissingDataError
 from rerank.data.trec import read_qrels
 
 CRANFIELD = SHARED / "data" / "cranfield"
@@ -64,7 +66,7 @@ def test_local_documents_keep_their_caches_while_their_bytes_are_the_same(
     first = fingerprint()
     assert len(Collection(CollectionConfig(docs=str(docs))).documents) == 5  # converted once
     os.utime(docs, ns=(10**18, 10**18))  # a copy laid down again, or a touch: new dates, the same bytes
-    caplog.set_level("INFO", logger="rerank.data.collection")
+    caplog.set_level("INFO", logger="rerank.data.arrow_documents")
     assert fingerprint() == first
     assert len(Collection(CollectionConfig(docs=str(docs))).documents) == 5
     assert "from the cache" in caplog.text and "converting" not in caplog.text
@@ -87,7 +89,7 @@ def test_local_documents_are_cached_under_rerank_cache_not_beside_the_files(
     (data / "docs.jsonl").write_text("".join(json.dumps({"doc_id": f"d{i}", "text": f"text {i}"}) + "\n"
                                              for i in range(5)))
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
-    caplog.set_level("INFO", logger="rerank.data.collection")
+    caplog.set_level("INFO", logger="rerank.data.arrow_documents")
     assert Collection(CollectionConfig(docs=str(data / "docs.jsonl"))).documents.text("d3") == "text 3"
     assert sorted(path.name for path in data.iterdir()) == ["docs.jsonl"]
     assert len(list((tmp_path / "cache" / "documents").iterdir())) == 1
@@ -166,7 +168,8 @@ def test_local_documents_are_found_by_id_through_the_sorted_index(tmp_path: Path
 READER = """
 import json, sys, time
 from pathlib import Path
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 documents = Collection(CollectionConfig(ir_datasets="cranfield")).documents
 ids = [line.split()[0] for line in open(sys.argv[2]) if line.strip()]
 while not Path(sys.argv[1]).exists():

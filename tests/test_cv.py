@@ -18,11 +18,12 @@ from scipy import stats
 from rerank.cli import compare, cv
 from rerank.config.selection import SelectionRules
 from rerank.config.teacher import TeacherConfig
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import kfold
 from rerank.data.trec import read_run, restrict, write_run
-from rerank.evaluation import evaluate
-from rerank.selection import ValidationRuns, select
+from rerank.evaluation.measures import evaluate
+from rerank.ranker.selection import ValidationRuns, select
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 MEASURES = ("nDCG@10", "MAP", "MRR")  # not the default set: cv reports what the fits report

@@ -16,12 +16,13 @@ from scipy import stats
 from rerank.cli import fit, predict
 from rerank.cli.summary import ROWS
 from rerank.config.teacher import TeacherConfig
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.trec import ranked, read_run
-from rerank.deployment import TEACHER_ALONE, Deployment, beats_teacher, choose, deployable_teacher
-from rerank.evaluation import evaluate
-from rerank.interpolation import standardise
-from rerank.reranker import Reranker
+from rerank.evaluation.fusion import standardise
+from rerank.evaluation.measures import evaluate
+from rerank.inference.reranker import Reranker
+from rerank.ranker.deployment import TEACHER_ALONE, Deployment, beats_teacher, choose, deployable_teacher
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 FOLDS = {"scheme": "kfold", "count": 5, "seed": 42, "test": 1}
@@ -211,12 +212,12 @@ def test_an_export_from_before_deployments_is_the_pure_model(fits: dict[str, Pat
 
 @pytest.mark.parametrize("teacher", ["right", "wrong"])
 def test_the_fit_deploys_the_teacher_alone_unless_the_choice_beats_it(teacher: str) -> None:
-    """The fit's choice (rerank.selection.select) on hand-made validation runs: the re-ranker ranks every query's
+    """The fit's choice (rerank.ranker.selection.select) on hand-made validation runs: the re-ranker ranks every query's
     relevant document first. A teacher that does too is not beaten (every difference 0): the fusion is put on the
     teacher alone, with the teacher's figure. A teacher that ranks it last is beaten on every query: the re-ranker
     is kept."""
     from rerank.config.selection import SelectionRules
-    from rerank.selection import ValidationRuns, select
+    from rerank.ranker.selection import ValidationRuns, select
 
     queries = [f"q{i}" for i in range(8)]
     qrels = {qid: {"d1": 1} for qid in queries}
@@ -257,8 +258,8 @@ def test_a_choice_on_few_validation_queries_says_how_fine_it_is(tmp_path: Path) 
     from scipy import stats
 
     from rerank.cli.summary import fit_summary
-    from rerank.deployment import resolution
-    from rerank.run_directory import RunDirectory
+    from rerank.core.run_directory import RunDirectory
+    from rerank.ranker.deployment import resolution
 
     rng = np.random.default_rng(3)
     ours, theirs = rng.random(15), rng.random(15)
@@ -274,7 +275,8 @@ def test_a_choice_on_few_validation_queries_says_how_fine_it_is(tmp_path: Path) 
 
 
 def test_the_teachers_memory_gives_fresh_cosines_and_forgets_the_least_recently_used(tmp_path: Path) -> None:
-    from rerank.teacher import EmbeddingMemo, cosines_of_texts, load_bi_encoder
+    from rerank.ranker.memo import EmbeddingMemo, cosines_of_texts
+    from rerank.teacher.scores import load_bi_encoder
 
     model = load_bi_encoder(str(tiny_bi_encoder(tmp_path)), 64, "cpu")
     queries = {"q1": "flow over a flat plate", "q2": "heat transfer at the wall"}

@@ -1,4 +1,4 @@
-"""rerank.evaluation against hand-computed trec_eval values."""
+"""rerank.evaluation.measures against hand-computed trec_eval values."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 import pytest
 import pytrec_eval
 
-from rerank.evaluation import evaluate, parse_measure
+from rerank.evaluation.measures import evaluate, parse_measure
 
 QRELS = {"q1": {"d1": 2, "d2": 0, "d3": 1}, "q2": {"d4": 1}}
 RUN = {"q1": {"d1": 0.1, "d2": 0.5, "d3": 0.3}}
@@ -57,7 +57,7 @@ def test_the_figures_are_trec_evals_on_a_run_and_qrels_of_our_own() -> None:
 
 def test_missing_queries_count_as_zero_and_are_reported_once(caplog: pytest.LogCaptureFixture) -> None:
     qrels = {**QRELS, "q-missing-once": {"d1": 1}}  # a set of missing queries no other test evaluates
-    with caplog.at_level(logging.DEBUG, logger="rerank.evaluation"):
+    with caplog.at_level(logging.DEBUG, logger="rerank.evaluation.measures"):
         result = evaluate(RUN, qrels, ["RR"])
         evaluate(RUN, qrels, ["AP"])  # the same queries again, as every epoch of a fit: said at debug level
         evaluate(RUN, {"q-missing-once": {"d1": 1}}, ["RR"])  # other judged queries: said again

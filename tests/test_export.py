@@ -23,18 +23,19 @@ from sentence_transformers import CrossEncoder as SentenceTransformersCrossEncod
 from test_training import REPO, TEST_ENV, data_module, rerank_module, trainer
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-import rerank.export as export_module
+import rerank.inference.export as export_module
 from rerank.cli import export as export_command
 from rerank.cli import fit, predict
 from rerank.config.optimizer import OptimizerSettings
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.core.errors import UserError
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.trec import read_run
-from rerank.errors import UserError
-from rerank.evaluation import evaluate
-from rerank.export import export
+from rerank.evaluation.measures import evaluate
+from rerank.inference.export import export
+from rerank.inference.reranker import CandidateTexts, Reranker
 from rerank.model.cross_encoder import CrossEncoderModel
 from rerank.model.scorer import PairScorer
-from rerank.reranker import CandidateTexts, Reranker
 from rerank.training.lightning_module import RerankModule
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")

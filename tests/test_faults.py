@@ -136,7 +136,7 @@ def test_a_second_fit_on_the_same_run_directory_refuses(tmp_path: Path) -> None:
         holder.wait()
     # its holder gone, the claim is stale: the next fit takes it over (as a resume after a crash does)
     assert (output / ".rerank.lock").exists()
-    from rerank.run_directory import claimed
+    from rerank.core.run_directory import claimed
 
     with claimed(output, "test"):
         assert json.loads((output / ".rerank.lock").read_text())["pid"] == os.getpid()
@@ -169,9 +169,10 @@ def test_cv_killed_while_publishing_its_report_reruns_without_retraining(tmp_pat
     assert again.returncode == 0, again.stderr[-2000:]
     assert {path: path.stat().st_mtime_ns for path in stamps} == stamps  # the folds were not trained again
     from rerank.cli.cv import judged_test_queries, summarise
-    from rerank.data.collection import Collection, CollectionConfig
+    from rerank.core.run_directory import CrossValidationDirectory
+    from rerank.data.collection import Collection
+    from rerank.data.collection_config import CollectionConfig
     from rerank.data.folds import FoldsConfig
-    from rerank.run_directory import CrossValidationDirectory
 
     written = json.loads((tmp_path / "cv" / "cv_metrics.json").read_text())
     folder = CrossValidationDirectory(tmp_path / "reference")

@@ -1,4 +1,4 @@
-"""Interpolation with the first stage and fusion with the teacher (rerank.interpolation) against hand computations
+"""Interpolation with the first stage and fusion with the teacher (rerank.evaluation.fusion) against hand computations
 and brute-force enumeration."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rerank.interpolation import best_weight, best_weights, fuse, interpolate, simplex, standardise
+from rerank.evaluation.fusion import best_weight, best_weights, fuse, interpolate, simplex, standardise
 
 # one relevant document, a; the re-ranker puts b first, the first stage puts c first
 RERANKER = {"q": {"a": 1.0, "b": 1.1, "c": 0.0}}

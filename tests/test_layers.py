@@ -15,24 +15,24 @@ from helpers import REPO
 
 PACKAGE = REPO / "rerank"
 FLOORS: dict[str, int] = {
-    # 0: formats and readers, losses, caches and atomic writes, evaluation and score fusion
-    "rerank.atomic": 0, "rerank.cache": 0, "rerank.logs": 0, "rerank.errors": 0, "rerank.checks": 0,
-    "rerank.preemption": 0, "rerank.version": 0,
-    "rerank.data": 0, "rerank.losses": 0, "rerank.evaluation": 0, "rerank.interpolation": 0,
-    "rerank.run_directory": 0, "rerank.figures": 0,
-    # 1: the model with its tokenizer; the first stage, the teacher, clicks; the options' torch-free dataclasses
-    "rerank.model": 1, "rerank.first_stage": 1, "rerank.teacher": 1, "rerank.clicks": 1, "rerank.config": 1,
-    # 2: what is deployed: the ranker chosen on validation, the Python API, the exported folder, the HTTP server
-    "rerank.deployment": 2, "rerank.selection": 2, "rerank.reranker": 2, "rerank.export": 2, "rerank.serving": 2,
-    "rerank.pyterrier_transformer": 2,
-    # 3: training orchestration
-    "rerank.training": 3,
-    # 4: the command line
+    # the root: the version (read by the packaging and the command line's --version)
+    "rerank.version": 0,
+    # 0: crash-safe writes, caches, checks, errors, logs, signals, the run layout; formats and readers; losses;
+    # measures and score fusion
+    "rerank.core": 0, "rerank.data": 0, "rerank.losses": 0, "rerank.evaluation": 0,
+    # 1: the options' torch-free dataclasses; the model with its tokenizer; the first stage, the teacher, clicks
+    "rerank.config": 1, "rerank.model": 1, "rerank.first_stage": 1, "rerank.teacher": 1, "rerank.clicks": 1,
+    # 2: the deployed ranker (its rule, its choice on validation, its teacher's memo); a trained model at work (the
+    # Python API, the exported folder, the HTTP server, PyTerrier)
+    "rerank.ranker": 2, "rerank.inference": 2,
+    # 3: training: the data module, the sources, the LightningModule, the stage, and the fit's callbacks
+    "rerank.training": 3, "rerank.callbacks": 3,
+    # 4: the command line and its entry points
     "rerank.cli": 4, "rerank.fit": 4, "rerank.__main__": 4,
 }
 FACADE = "rerank"
 """``rerank/__init__.py``: the public names, each imported on first use from wherever it lives."""
-CLI_SHARED = {"rerank.cli", "rerank.cli.arguments", "rerank.cli.configs", "rerank.cli.errors", "rerank.cli.schema",
+CLI_SHARED = {"rerank.cli", "rerank.cli.arguments", "rerank.cli.configs", "rerank.cli.failures", "rerank.cli.schema",
               "rerank.cli.summary", "rerank.cli.values", "rerank.cli.reference"}
 """What the commands share; every other module of ``rerank/cli`` is a command."""
 

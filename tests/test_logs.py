@@ -1,4 +1,4 @@
-"""The log: known-harmless library messages are filtered in one place (rerank/logs.py), anything else shows."""
+"""The log: known-harmless library messages are filtered in one place (rerank/core/logs.py), anything else shows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import warnings
 import pytest
 from helpers import MINILM_VOCAB
 
-from rerank.logs import configure_logging
+from rerank.core.logs import configure_logging
 
 
 def test_library_noise_is_filtered_even_where_a_library_resets_its_level() -> None:

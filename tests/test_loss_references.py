@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import random_lists
 
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 from rerank.losses import LOSSES, build_loss
 from rerank.losses.rank_binomial import expected_rank_discounts, rank_binomial, win_probabilities
 from rerank.losses.softndcg import normal_rank_distribution

@@ -18,7 +18,7 @@ from helpers import MINILM_VOCAB, REPO, cranfield_workdir, load_script, tiny_ber
 from scipy import stats
 
 from rerank.data.trec import read_run, restrict
-from rerank.evaluation import evaluate, paired_p
+from rerank.evaluation.measures import evaluate, paired_p
 from rerank.training.batches import TrainingBatch
 from rerank.training.lightning_module import RerankModule
 

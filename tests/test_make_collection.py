@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from helpers import load_script
 
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import robust04_folds
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 from rerank.first_stage import FirstStageConfig, retrieve
 
 make_collection = load_script("make_collection")

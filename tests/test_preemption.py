@@ -21,11 +21,11 @@ import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_bi_encoder, tiny_cv_config
 from safetensors.torch import load_file
 
-from rerank.preemption import Preempted
+from rerank.core.preemption import Preempted
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 ENV = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests'}"}
-FIT = ("import signal, sys, faults; {fault}; from rerank.cli.errors import run; from rerank.cli.fit import main; "
+FIT = ("import signal, sys, faults; {fault}; from rerank.cli.failures import run; from rerank.cli.fit import main; "
        "run(main, sys.argv[1:])")
 
 
@@ -155,7 +155,7 @@ def test_cv_passes_a_sigterm_on_to_its_fold_which_stops_saved_and_the_same_comma
     env = {**ENV, "RERANK_CACHE": str(tmp_path / "cache")}
 
     def cv(output: str, fault: str = "pass") -> subprocess.CompletedProcess:
-        code = (f"import sys, faults; {fault}; from rerank.cli.errors import run; from rerank.cli.cv import main; "
+        code = (f"import sys, faults; {fault}; from rerank.cli.failures import run; from rerank.cli.cv import main; "
                 "run(main, sys.argv[1:])")
         return subprocess.run([sys.executable, "-c", code, "--config", str(path), "--folds", "2", "--output_dir",
                                str(tmp_path / output)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)

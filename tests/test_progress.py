@@ -1,4 +1,4 @@
-"""Progress as log lines when the output is a file (rerank/training/progress.py)."""
+"""Progress as log lines when the output is a file (rerank/callbacks/progress.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from lightning.pytorch.callbacks import RichProgressBar
 from lightning.pytorch.demos.boring_classes import BoringModel
 
-from rerank.training.progress import LogProgress, StageProgressBar, progress_callbacks, stage_callbacks
+from rerank.callbacks.progress import LogProgress, StageProgressBar, progress_callbacks, stage_callbacks
 
 
 class Losses(pl.Callback):
@@ -31,9 +31,9 @@ def fit(tmp_path: Path, *callbacks: pl.Callback) -> None:
 
 def test_each_line_gives_the_step_its_loss_and_the_time_left(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     losses = Losses()
-    with caplog.at_level(logging.INFO, logger="rerank.training.progress"):
+    with caplog.at_level(logging.INFO, logger="rerank.callbacks.progress"):
         fit(tmp_path, losses, LogProgress(interval=0))
-    lines = [record.getMessage() for record in caplog.records if record.name == "rerank.training.progress"]
+    lines = [record.getMessage() for record in caplog.records if record.name == "rerank.callbacks.progress"]
     pattern = r"step (\d)/4 \((\d+) %\), loss (\S+), \S+ s/step, about (\d+) min left"
     parsed = [re.fullmatch(pattern, line) for line in lines]
     assert all(parsed), lines
@@ -45,24 +45,24 @@ def test_each_line_gives_the_step_its_loss_and_the_time_left(tmp_path: Path, cap
 def test_the_pace_and_time_left_are_those_of_the_steps_since_the_last_line(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     clock = [0.0]
-    monkeypatch.setattr("rerank.training.progress.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("rerank.callbacks.progress.time.monotonic", lambda: clock[0])
 
     class Steps(pl.Callback):  # before LogProgress: steps 1-2 take 10 minutes each, steps 3-4 one minute
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             clock[0] += (600.0, 600.0, 60.0, 60.0)[batch_idx]
 
-    with caplog.at_level(logging.INFO, logger="rerank.training.progress"):
+    with caplog.at_level(logging.INFO, logger="rerank.callbacks.progress"):
         fit(tmp_path, Steps(), LogProgress(interval=60))
-    lines = [record.getMessage() for record in caplog.records if record.name == "rerank.training.progress"]
+    lines = [record.getMessage() for record in caplog.records if record.name == "rerank.callbacks.progress"]
     paces = [re.search(r"(\S+) s/step, about (\d+) min left", line).groups() for line in lines]
     assert paces == [("600.00", "30"), ("600.00", "20"), ("60.00", "1"), ("60.00", "0")]
 
 
 def test_lines_come_at_most_once_an_interval_and_only_without_a_terminal(
         tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    with caplog.at_level(logging.INFO, logger="rerank.training.progress"):
+    with caplog.at_level(logging.INFO, logger="rerank.callbacks.progress"):
         fit(tmp_path, LogProgress(interval=3600))
-    assert not [record for record in caplog.records if record.name == "rerank.training.progress"]
+    assert not [record for record in caplog.records if record.name == "rerank.callbacks.progress"]
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert progress_callbacks() == []
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False)

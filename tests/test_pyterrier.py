@@ -12,11 +12,12 @@ from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bert
 
 from rerank.cli import predict
 from rerank.config.tokenization import TokenizationConfig
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.trec import read_run
-from rerank.deployment import Deployment
-from rerank.export import export
+from rerank.inference.export import export
 from rerank.model.cross_encoder import CrossEncoderModel
+from rerank.ranker.deployment import Deployment
 
 pt = pytest.importorskip("pyterrier", reason="needs the pyterrier extra")
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")

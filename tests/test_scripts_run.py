@@ -16,10 +16,11 @@ import pytest
 import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_bi_encoder
 
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import FoldsConfig, make_split
 from rerank.data.trec import Run, read_run, write_run
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
 ELSEWHERE = {  # scripts that other test modules run

@@ -1,4 +1,4 @@
-"""The choice of the deployed ranker (rerank.selection.select) against brute force over the weights and the rule
+"""The choice of the deployed ranker (rerank.ranker.selection.select) against brute force over the weights and the rule
 written out by hand, on runs made up here."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 
 from rerank.config.selection import SelectionRules
 from rerank.config.teacher import TeacherConfig
-from rerank.deployment import TEACHER_ALONE, beats_teacher
-from rerank.evaluation import evaluate
-from rerank.interpolation import DEFAULT_GRID, fuse, interpolate, simplex
-from rerank.selection import CROSS_FIT_PARTS, ValidationRuns, chosen_epoch, cross_fitted, select
+from rerank.evaluation.fusion import DEFAULT_GRID, fuse, interpolate, simplex
+from rerank.evaluation.measures import evaluate
+from rerank.ranker.deployment import TEACHER_ALONE, beats_teacher
+from rerank.ranker.selection import CROSS_FIT_PARTS, ValidationRuns, chosen_epoch, cross_fitted, select
 
 BI_ENCODER = TeacherConfig(bi_encoder="sentence-transformers/all-MiniLM-L6-v2", first_stage_weight=0.4)
 

@@ -24,10 +24,10 @@ from helpers import MINILM_VOCAB, load_script, tiny_bert, tiny_bi_encoder
 
 from rerank.config.teacher import TeacherConfig
 from rerank.config.tokenization import TokenizationConfig
-from rerank.deployment import Deployment
-from rerank.export import export
+from rerank.inference.export import export
+from rerank.inference.reranker import Reranker
 from rerank.model.cross_encoder import CrossEncoderModel
-from rerank.reranker import Reranker
+from rerank.ranker.deployment import Deployment
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (MiniLM's vocabulary, Cranfield)")
 QUERY = "wind tunnel heat flux"
@@ -337,7 +337,7 @@ def test_an_encoder_without_a_head_is_refused_and_served_only_when_asked_saying_
 def test_a_job_that_fails_in_a_batch_fails_alone() -> None:
     """A batch whose scoring raises is scored again job by job: the failing job gets the error, the others their
     scores."""
-    from rerank.serving.batching import Batcher, Job
+    from rerank.inference.serving.batching import Batcher, Job
 
     def score(jobs: list[Job]) -> list[list[float]]:
         if any(job.query == "poison" for job in jobs):

@@ -22,12 +22,14 @@ from rerank.config.pretrain import PretrainConfig
 from rerank.config.source import SourceConfig, as_source_config
 from rerank.config.teacher import TeacherConfig
 from rerank.data.candidates import CandidateLists, read_candidates
-from rerank.data.collection import Collection, CollectionConfig, _IrDatasetsSource
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
+from rerank.data.ir_datasets_source import IrDatasetsSource
 from rerank.data.pseudo_queries import PseudoQueryConfig, pseudo_queries, sized_to
 from rerank.data.trec import read_run, write_run
 from rerank.first_stage import FirstStageConfig
-from rerank.teacher import teacher_scores
-from rerank.training.examples import TrainingLists, TrainingSampler, proportions
+from rerank.teacher.scores import teacher_scores
+from rerank.training.lists import TrainingLists, TrainingSampler, proportions
 from rerank.training.sources import SourceContext, TrainingSource, resolve, source_run
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
@@ -72,7 +74,7 @@ def test_a_teacher_with_a_student_mixes_in_the_students_z_scores(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy as np
 
-    from rerank.reranker import Reranker
+    from rerank.inference.reranker import Reranker
 
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
     student = tiny_bert(tmp_path / "student", with_head=True, real_vocabulary=True)
@@ -89,7 +91,7 @@ def test_a_teacher_with_a_student_mixes_in_the_students_z_scores(tmp_path: Path,
         expected = t.mean() + t.std() * (mixed - mixed.mean()) / mixed.std()
         assert [scores[qid][doc] for doc in docs] == pytest.approx(expected.tolist(), abs=1e-5)
     assert scores != teacher
-    monkeypatch.setattr("rerank.teacher.PairScorer", None)  # a second call reads the student's scores from the cache
+    monkeypatch.setattr("rerank.teacher.scores.PairScorer", None)  # a second call reads the cached student's scores
     assert teacher_scores(config, teacher, collection.queries, collection.documents) == scores
     with pytest.raises(FileNotFoundError, match=r"teacher.student .*nowhere: no model.safetensors there"):
         teacher_scores(TeacherConfig(run=str(tmp_path / "teacher.run"), student=str(tmp_path / "nowhere")), teacher,
@@ -428,8 +430,8 @@ def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_quer
         in caplog.text
     assert "round 1 of 1: 2 steps" in caplog.text
     # the same collection with queries of at most 4 words: pseudo-queries of 4 words, and so another stage
-    full = _IrDatasetsSource.queries
-    monkeypatch.setattr(_IrDatasetsSource, "queries",
+    full = IrDatasetsSource.queries
+    monkeypatch.setattr(IrDatasetsSource, "queries",
                         lambda self: {qid: " ".join(text.split()[:4]) for qid, text in full(self).items()})
     caplog.clear()
     with caplog.at_level(logging.INFO):
@@ -466,8 +468,8 @@ def test_lengths_queries_keeps_a_title_stage_under_its_key_and_trains_spans_unde
     log = staged("queries", {"lengths": "queries"})
     assert "pseudo-queries of at most 24 words (lengths: queries: the 225 queries of" in log
     assert "round 1 of 1: weights from the cache" in log and stages() == 1
-    full = _IrDatasetsSource.queries  # the same queries said three times: a median above 24 words, paragraphs
-    monkeypatch.setattr(_IrDatasetsSource, "queries",
+    full = IrDatasetsSource.queries  # the same queries said three times: a median above 24 words, paragraphs
+    monkeypatch.setattr(IrDatasetsSource, "queries",
                         lambda self: {qid: " ".join([text] * 3) for qid, text in full(self).items()})
     log = staged("paragraphs", {"lengths": "queries"})
     assert "pseudo-queries are spans of whole sentences" in log and "round 1 of 1: 2 steps" in log and stages() == 2
@@ -678,8 +680,8 @@ def test_the_teacher_command_writes_a_teacher_run(workdir: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from rerank.cli import teacher
     from rerank.data.trec import top_k
-    from rerank.evaluation import evaluate
-    from rerank.teacher import bi_encoder_scores
+    from rerank.evaluation.measures import evaluate
+    from rerank.teacher.scores import bi_encoder_scores
 
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
     model = tiny_bi_encoder(tmp_path)
@@ -704,8 +706,8 @@ def test_the_feedback_probe_moves_each_query_towards_its_top_documents(workdir: 
     import torch
 
     from rerank.data.trec import top_k
-    from rerank.evaluation import evaluate
-    from rerank.teacher import bi_encoder_scores, blend
+    from rerank.evaluation.measures import evaluate
+    from rerank.teacher.scores import bi_encoder_scores, blend
 
     probe = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "probe_teacher_feedback.py"))
     generator = np.random.default_rng(0)

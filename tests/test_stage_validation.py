@@ -15,7 +15,7 @@ from test_sources import write_config
 
 from rerank.cli import fit
 from rerank.config.pretrain import PretrainConfig
-from rerank.errors import UserError
+from rerank.core.errors import UserError
 from rerank.model.cross_encoder import load_tokenizer
 from rerank.model.tokenization import PairTokenizer
 from rerank.training import pretraining

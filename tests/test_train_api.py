@@ -11,7 +11,7 @@ import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
 
 import rerank
-from rerank.run_directory import measures_of
+from rerank.core.run_directory import measures_of
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
 

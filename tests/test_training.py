@@ -22,17 +22,18 @@ import torch
 import yaml
 from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
 
+from rerank.callbacks.evaluator import Evaluator, Validated, evaluator_of
 from rerank.cli import fit
 from rerank.config.optimizer import OptimizerSettings
 from rerank.config.selection import SelectionRules
 from rerank.config.tokenization import TokenizationConfig
-from rerank.data.collection import Collection, CollectionConfig
+from rerank.data.collection import Collection
+from rerank.data.collection_config import CollectionConfig
 from rerank.data.folds import FoldsConfig, kfold
 from rerank.data.trec import read_run
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 from rerank.first_stage import FirstStageConfig
 from rerank.training.datamodule import RerankDataModule
-from rerank.training.evaluator import Evaluator, Validated, evaluator_of
 from rerank.training.lightning_module import RerankModule
 
 pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home")
@@ -204,7 +205,7 @@ def test_the_evaluator_keeps_each_validations_per_query_figures_and_tests_the_we
                                        (close, "best", 20, "best.ckpt"), (close, "one_se", 25, "best.ckpt")):
         chooser = Evaluator(selection=SelectionRules(epoch=rule))
         chooser.validations = [Validated(0, 10, values), Validated(1, step, last)]
-        with caplog.at_level(logging.INFO, logger="rerank.training.evaluator"):
+        with caplog.at_level(logging.INFO, logger="rerank.callbacks.evaluator"):
             assert chooser.tested(ended, "best.ckpt") == tested
         assert chooser.choice.startswith(f"the weights of epoch {1 if tested else 2}, by evaluation.selection.epoch "
                                          f"{rule} on 4 validation queries (nDCG@20: epoch 1 ")

@@ -10,7 +10,7 @@ import pytest
 
 from rerank.data.candidates import read_candidates
 from rerank.data.trec import TrecFormatError, read_qrels, read_run, write_qrels, write_run
-from rerank.evaluation import evaluate
+from rerank.evaluation.measures import evaluate
 
 
 def test_run_round_trip_orders_by_score_then_doc_id(tmp_path: Path) -> None:

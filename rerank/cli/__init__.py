@@ -5,7 +5,7 @@ bare names of the configs rerank ships, and options spelled as in the YAML (``--
 A user error prints one line and exits with status 2 (``RERANK_DEBUG=1`` shows the traceback).
 
 This module and the ones it loads first (:mod:`~rerank.cli.configs`, :mod:`~rerank.cli.schema`,
-:mod:`~rerank.cli.errors`) import neither torch nor Lightning: ``rerank --help``, ``rerank <command> --help``
+:mod:`~rerank.cli.failures`) import neither torch nor Lightning: ``rerank --help``, ``rerank <command> --help``
 and a mistyped option or config file are answered before the command's libraries load.
 """
 
@@ -16,8 +16,8 @@ import sys
 from typing import Any
 
 from ..version import DISTRIBUTION, __version__
-from .commands import COMMANDS, HELP_ALL, MODULES
-from .errors import run
+from .commands import COMMANDS, HELP_ALL
+from .failures import run
 
 HELP = ("-h", "--help")
 VERSION = ("-V", "--version")
@@ -52,7 +52,7 @@ def run_command(command: str, options: list[str]) -> Any:
     (``rerank.run_command``)."""
     if command not in COMMANDS:
         raise ValueError(f"unknown command {command!r}; one of {', '.join(COMMANDS)}")
-    return importlib.import_module(f"{__name__}.{MODULES.get(command, command)}").main(options)
+    return importlib.import_module(f"{__name__}.{command}").main(options)
 
 
 def dispatch(command: str, options: list[str]) -> None:
@@ -66,4 +66,4 @@ def dispatch(command: str, options: list[str]) -> None:
         return
     if not any(option in HELP for option in options):
         schema.check(command, resolve_configs(options))
-    importlib.import_module(f"{__name__}.{MODULES.get(command, command)}").main(options)
+    importlib.import_module(f"{__name__}.{command}").main(options)

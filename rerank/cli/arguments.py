@@ -3,7 +3,7 @@
 Every command parses its options with :class:`RerankCLI`, a :class:`~lightning.pytorch.cli.LightningCLI` over
 :class:`~rerank.training.lightning_module.RerankModule` (``model:``),
 :class:`~rerank.training.datamodule.RerankDataModule` (``data:``), the Trainer (``trainer:``) and its callbacks
-(``evaluation:``, :class:`~rerank.training.evaluator.Evaluator`; ``checkpoint:``), so an option is
+(``evaluation:``, :class:`~rerank.callbacks.evaluator.Evaluator`; ``checkpoint:``), so an option is
 written the same in every command (``--data.first_stage.backend bm25s``), any training config is accepted by every
 command (each reads the sections it needs), ``--config`` may be repeated (later files win; a later
 ``data.collection`` replaces an earlier one as a whole), and ``--config NAME`` resolves ``NAME`` among the shipped
@@ -24,20 +24,21 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.plugins.io import CheckpointIO
 
-from ..checks import check_range
+from ..callbacks.evaluator import Evaluator
+from ..callbacks.progress import progress_callbacks
+from ..callbacks.resumable import Resumable
 from ..config.pretrain import PretrainConfig
 from ..config.source import as_source_configs
 from ..config.tokenization import TokenizationConfig
-from ..data.collection import Collection, as_collection_config
+from ..core.checks import check_range
+from ..core.run_directory import RunDirectory
+from ..data.collection import Collection
+from ..data.collection_config import as_collection_config
 from ..model.sizing import size_tokenization
-from ..run_directory import RunDirectory
 from ..training.checkpoint_io import AtomicCheckpointIO
 from ..training.datamodule import RerankDataModule
-from ..training.evaluator import Evaluator
 from ..training.lightning_module import RerankModule
 from ..training.precision import effective_precision
-from ..training.preemption import Resumable
-from ..training.progress import progress_callbacks
 from .configs import resolve_configs
 from .schema import refuse_replacements
 
@@ -92,7 +93,7 @@ class RerankCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         """Before anything is built (the classes check their own options; the checks that span model and data are
-        :mod:`rerank.training.checks`'): the precision the Trainer runs in on this machine
+        :mod:`rerank.training.head_checks`'): the precision the Trainer runs in on this machine
         (:mod:`rerank.training.precision`) and the ``auto`` lengths sized from the collection
         (:mod:`rerank.model.sizing`)."""
         config = self.config
@@ -123,7 +124,7 @@ class RerankCLI(LightningCLI):
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, writing checkpoints crash-safely (:mod:`rerank.training.checkpoint_io`) unless told
-        otherwise, and resumable after SIGTERM or SIGINT (:class:`~rerank.training.preemption.Resumable`: the run
+        otherwise, and resumable after SIGTERM or SIGINT (:class:`~rerank.callbacks.resumable.Resumable`: the run
         directory's ``last.ckpt``)."""
         plugins = self.config_init.trainer.get("plugins") or []
         plugins = list(plugins) if isinstance(plugins, list | tuple) else [plugins]

@@ -24,19 +24,20 @@ from lightning.pytorch.cli import LightningArgumentParser
 from rich.console import Console
 from tqdm.auto import tqdm
 
-from ..atomic import atomic_write
 from ..clicks.log import Impression, read_click_log, write_click_log
 from ..clicks.models import examination
 from ..clicks.propensity import estimate_propensities
 from ..clicks.simulator import ClickSimulationConfig, judged_queries, simulate
+from ..core.atomic import atomic_write
+from ..core.logs import configure_logging
+from ..core.run_directory import RunDirectory
 from ..data.candidates import read_candidates
-from ..data.collection import Collection, as_collection_config
+from ..data.collection import Collection
+from ..data.collection_config import as_collection_config
 from ..data.folds import FoldsConfig
 from ..first_stage import FirstStageConfig, write_first_stage_run
-from ..logs import configure_logging
-from ..run_directory import RunDirectory
 from .arguments import RerankCLI, add_run_option, run_shortcut
-from .errors import run
+from .failures import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 LOG, SUMMARY = "clicks.jsonl", "clicks.json"

@@ -15,7 +15,6 @@ COMMANDS = {
     "clicks": "simulate a click log of a ranking with a click model over the qrels",
     "interleave": "compare two runs by team-draft interleaving with simulated clicks",
 }
-MODULES = {"bm25": "first_stage"}
 TRAINER = ("trainer.max_epochs", "trainer.precision", "trainer.devices", "trainer.accumulate_grad_batches",
            "trainer.logger")
 """The Trainer's options that the help of the commands that train shows (``--help-all``: all of Lightning's)."""

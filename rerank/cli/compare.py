@@ -19,15 +19,16 @@ from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from ..atomic import atomic_write
-from ..data.collection import Collection, as_collection_config
+from ..core.atomic import atomic_write
+from ..core.figures import save_figure
+from ..core.logs import configure_logging
+from ..core.run_directory import FUSIONS, CrossValidationDirectory
+from ..data.collection import Collection
+from ..data.collection_config import as_collection_config
 from ..data.trec import Qrels, Run, read_qrels, read_run
-from ..evaluation import evaluate, paired_p, parse_measure
-from ..figures import save_figure
-from ..logs import configure_logging
-from ..run_directory import FUSIONS, CrossValidationDirectory
+from ..evaluation.measures import evaluate, paired_p, parse_measure
 from .arguments import RerankCLI
-from .errors import run
+from .failures import run
 
 MEASURES = ("P@1", "P@5", "P@10", "P@20", "AP", "nDCG@1", "nDCG@5", "nDCG@10", "nDCG@20", "nDCG")
 PER_FOLD_MEASURES = ("nDCG@10", "nDCG@20", "P@20", "AP")

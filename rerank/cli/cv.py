@@ -5,11 +5,11 @@ fits see (``--data.folds.count 10`` rotates 10 folds). Runs ``rerank fit`` once 
 each in its own process; validation is the fold before the test fold, training the others, as in
 :mod:`rerank.data.folds`), skipping folds whose ``metrics.json`` exists, so an interrupted cross-validation
 resumes where it stopped (an interrupted fold from its ``last.ckpt``); a SIGTERM or SIGINT is passed on to the fold
-under way, which saves where it stands (:mod:`rerank.preemption`). The folds after the first train the stage steps the
-first one planned (``pretrain.max_steps: auto``), so that they share its stage. Then it concatenates the per-fold test
-runs and writes ``DIR/cv_metrics.json``: each measure the fits report (``evaluation.metrics``) over all the folds'
+under way, which saves where it stands (:mod:`rerank.core.preemption`). The folds after the first train the stage steps
+the first one planned (``pretrain.max_steps: auto``), so that they share its stage. Then it concatenates the per-fold
+test runs and writes ``DIR/cv_metrics.json``: each measure the fits report (``evaluation.metrics``) over all the folds'
 judged test queries (a query without candidates counts 0, as in each fold's ``metrics.json``), per fold,
-and mean +- standard error over folds (:class:`~rerank.run_directory.CrossValidationDirectory`), and the ranker
+and mean +- standard error over folds (:class:`~rerank.core.run_directory.CrossValidationDirectory`), and the ranker
 each fold deployed (``deployed``: each query by its fold's, with paired t-tests against the first stage and the
 teacher), then prints a summary of them (:mod:`rerank.cli.summary`).
 """
@@ -28,16 +28,17 @@ from typing import Any
 import yaml
 from lightning.pytorch.cli import LightningArgumentParser
 
-from .. import preemption
-from ..data.collection import Collection, as_collection_config
+from ..core import preemption
+from ..core.errors import UserError
+from ..core.logs import configure_logging, keep_log
+from ..core.run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
+from ..data.collection import Collection
+from ..data.collection_config import as_collection_config
 from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, restrict, write_run
-from ..errors import UserError
-from ..evaluation import evaluate, paired_p
-from ..logs import configure_logging, keep_log
-from ..run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
+from ..evaluation.measures import evaluate, paired_p
 from .arguments import RerankCLI
-from .errors import run
+from .failures import run
 from .summary import cv_summary, show
 
 logger = logging.getLogger(__name__)
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 def _run_fold(command: list[str], fold: int, root: Path) -> int:
     """Run one fold's ``rerank fit``; a SIGTERM or SIGINT meanwhile is passed on to it, which stops at a saved state,
-    and then stops the cross-validation too (:class:`~rerank.preemption.Preempted`).
+    and then stops the cross-validation too (:class:`~rerank.core.preemption.Preempted`).
 
     Returns:
         the fold's exit status (0: done).

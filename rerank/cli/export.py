@@ -1,6 +1,6 @@
 """Export a trained re-ranker: ``rerank export --ckpt CHECKPOINT --out DIR [--onnx]``.
 
-Writes the folder of :mod:`rerank.export` (transformers / sentence-transformers layout, the tokenization the
+Writes the folder of :mod:`rerank.inference.export` (transformers / sentence-transformers layout, the tokenization the
 model was trained with, a model card, optionally ONNX) from any ``rerank fit`` checkpoint; facts for the model
 card (data, metrics, command) come from the checkpoint's run directory when it has them. The folder appears
 complete or not at all. (``rerank fit`` exports the weights it tested to ``<output_dir>/model`` by itself.)
@@ -13,11 +13,11 @@ from pathlib import Path
 
 from jsonargparse import ActionYesNo, ArgumentParser
 
-from ..errors import UserError
-from ..export import card_from_run, export
-from ..logs import configure_logging
+from ..core.errors import UserError
+from ..core.logs import configure_logging
+from ..inference.export import card_from_run, export
 from ..training.lightning_module import RerankModule
-from .errors import run
+from .failures import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 

@@ -6,13 +6,14 @@ Every Trainer option works from the command line or the YAML (``--trainer.precis
 name of a shipped config, and may be repeated to stack files (:mod:`rerank.cli.arguments`). A ``pretrain:``
 section runs a first, judgment-free stage, cached across folds and re-runs (:mod:`rerank.training.pretraining`).
 
-``DIR`` receives what :class:`~rerank.run_directory.RunDirectory` lays out: the merged config, the first-stage run,
+``DIR`` receives what :class:`~rerank.core.run_directory.RunDirectory` lays out: the merged config, the first-stage run,
 checkpoints (``best.ckpt`` on ``evaluation.selection.measure``, ``last.ckpt`` every
 ``last_checkpoint.every_n_train_steps`` steps), the validation and test runs, ``metrics.json`` and ``model/``, the
-tested weights exported (:mod:`rerank.export`) with the ranker chosen on validation (:mod:`rerank.selection`, by
-the ``evaluation:`` callback, :mod:`rerank.training.evaluator`). The weights tested are the fit's last unless the
+tested weights exported (:mod:`rerank.inference.export`) with the ranker chosen on validation
+(:mod:`rerank.ranker.selection`, by the ``evaluation:`` callback, :mod:`rerank.callbacks.evaluator`). The weights tested
+are the fit's last unless the
 best checkpoint beats them on validation by one standard error (``evaluation.selection.epoch``,
-:meth:`~rerank.training.evaluator.Evaluator.tested`). The
+:meth:`~rerank.callbacks.evaluator.Evaluator.tested`). The
 run ends with a summary (:mod:`rerank.cli.summary`): each ranker's test figure beside the first stage and the
 teachers, the deployed one marked, the model's folder and the command to use it; options that change the recipe
 without being its settings (Trainer limits, extra callbacks) are said when the fit starts and in the summary.
@@ -33,13 +34,13 @@ from typing import Any
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..config.source import as_source_configs
-from ..deployment import Deployment
-from ..run_directory import Metrics, RunDirectory
+from ..core.run_directory import Metrics, RunDirectory
+from ..ranker.deployment import Deployment
 from ..training.fitting import FitParts, FitResult, fit
 from . import schema
 from .arguments import RerankCLI
 from .configs import resolve_configs
-from .errors import run
+from .failures import run
 from .summary import fit_summary, recipe_changes, show
 
 logger = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> Metrics:
 def fit_from_arguments(arguments: list[str]) -> FitResult | None:
     """The fit that ``arguments`` (``rerank fit``'s options) configure, run; None in the processes of a multi-device
     fit but the first."""
-    from ..logs import configure_logging
+    from ..core.logs import configure_logging
 
     configure_logging(hold=True)
     cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)

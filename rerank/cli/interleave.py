@@ -16,15 +16,16 @@ from pathlib import Path
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from ..atomic import atomic_write
 from ..clicks.interleaving import interleave
 from ..clicks.simulator import ClickSimulationConfig, judged_queries
+from ..core.atomic import atomic_write
+from ..core.logs import configure_logging
 from ..data.candidates import read_candidates
-from ..data.collection import Collection, as_collection_config
+from ..data.collection import Collection
+from ..data.collection_config import as_collection_config
 from ..data.folds import FoldsConfig
-from ..logs import configure_logging
 from .arguments import RerankCLI
-from .errors import run
+from .failures import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 RESULT = "interleaving.json"

@@ -9,7 +9,7 @@ stage), ``--data.rerank_depth`` (candidates re-ranked per query), ``--data.eval_
 through Lightning's predict loop, batched by length, on any number of devices and nodes
 (``--trainer.devices 4 --trainer.strategy ddp``), each process scoring its shard.
 
-The model re-ranks with the ranker its export deploys (:mod:`rerank.deployment`, chosen on validation by ``rerank
+The model re-ranks with the ranker its export deploys (:mod:`rerank.ranker.deployment`, chosen on validation by ``rerank
 fit``): the pure cross-encoder, ``interpolated`` with the first stage, or ``fused`` with the teacher and the first
 stage, whose scores are the given run's (or BM25's). ``--ranker reranker`` re-ranks with the pure cross-encoder
 whatever the export deploys. Before any scoring, the deployed ranker's teacher is loaded (an export whose teacher
@@ -18,7 +18,7 @@ without scores) is refused, naming its file and line, when the deployed ranker m
 
 ``OUT/runs/reranked.run`` receives the deployed ranker's run and ``OUT/runs/reranked.reranker.run`` the pure
 cross-encoder's beside it, best first, written once every process is done
-(:class:`~rerank.training.prediction_writer.RunWriter`). When the collection has qrels, ``OUT/metrics.json`` holds
+(:class:`~rerank.callbacks.prediction_writer.RunWriter`). When the collection has qrels, ``OUT/metrics.json`` holds
 the metrics of both, of the teacher when the deployed ranker uses it, and of the first-stage run cut at the same
 depth (over the judged queries of ``data.predict_queries``; a judged query without candidates counts as 0), with
 the deployed ranker (``deployment``), and they are printed. Every query and document of the run must be in the
@@ -35,19 +35,19 @@ from typing import Literal
 
 from lightning.pytorch.cli import LightningArgumentParser
 
+from ..callbacks.evaluator import evaluator_of
+from ..callbacks.prediction_writer import RunWriter
+from ..core.logs import configure_logging, keep_log
+from ..core.run_directory import Metrics, RunDirectory
 from ..data.trec import check_scored, write_run
-from ..deployment import Deployment, check_teacher, saved_deployment
-from ..evaluation import evaluate
-from ..logs import configure_logging, keep_log
+from ..evaluation.measures import evaluate
 from ..model.cross_encoder import require_trained_head
-from ..run_directory import Metrics, RunDirectory
-from ..teacher import teacher_scores
+from ..ranker.deployment import Deployment, check_teacher, saved_deployment
+from ..teacher.scores import teacher_scores
 from ..training.datamodule import RerankDataModule
-from ..training.evaluator import evaluator_of
 from ..training.lightning_module import RerankModule
-from ..training.prediction_writer import RunWriter
 from .arguments import RerankCLI, add_run_option, add_untrained_head_option, run_shortcut
-from .errors import run
+from .failures import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 RUN_NAME = "reranked"
@@ -56,8 +56,8 @@ RUN_NAME = "reranked"
 def _arguments(parser: LightningArgumentParser) -> None:
     add_run_option(parser, "the TREC run to re-rank")
     parser.add_argument("--ranker", type=Literal["deployed", "reranker"], default="deployed",
-                        help="deployed: the ranker the model's export deploys (rerank.deployment); reranker: the "
-                             "pure cross-encoder")
+                        help="deployed: the ranker the model's export deploys (rerank.ranker.deployment); "
+                             "reranker: the pure cross-encoder")
     add_untrained_head_option(parser)
 
 

@@ -23,7 +23,9 @@ are Lightning's.
 
 def sections() -> list[tuple[str, Callable[..., Any], str]]:
     """``(section, class, what the section is)``, in the order of a config file."""
+    from ..callbacks.evaluator import Evaluator
     from ..clicks.targets import ClickTargetConfig
+    from ..config.first_stage import FirstStageConfig
     from ..config.optimizer import OptimizerSettings
     from ..config.pretrain import PretrainConfig
     from ..config.selection import SelectionRules
@@ -31,12 +33,10 @@ def sections() -> list[tuple[str, Callable[..., Any], str]]:
     from ..config.source import SourceConfig
     from ..config.teacher import TeacherConfig
     from ..config.tokenization import TokenizationConfig
-    from ..data.collection import CollectionConfig
+    from ..data.collection_config import CollectionConfig
     from ..data.folds import FoldsConfig
     from ..data.pseudo_queries import PseudoQueryConfig
-    from ..first_stage.config import FirstStageConfig
     from ..training.datamodule import RerankDataModule
-    from ..training.evaluator import Evaluator
     from ..training.lightning_module import RerankModule
 
     return [("model", RerankModule, "the cross-encoder and its loss heads"),

@@ -5,7 +5,7 @@ The options are those of every command (``--config`` files that stack, ``--model
 ``--ranker`` (``deployed``, the export's deployed ranker; ``reranker``, the pure cross-encoder). The model is loaded
 before the server listens, so a wrong folder or a missing teacher fails in one line; the server then prints the
 address it listens on, warms the model on one pair (``GET /ready`` answers 200 once it has) and answers Cohere's
-``/v1/rerank`` and ``/v2/rerank`` and text-embeddings-inference's ``/rerank`` (:mod:`rerank.serving.app`;
+``/v1/rerank`` and ``/v2/rerank`` and text-embeddings-inference's ``/rerank`` (:mod:`rerank.inference.serving.app`;
 docs/serving.md). SIGTERM or Ctrl-C stops it taking requests, lets those in flight finish (at most
 ``serve.graceful_seconds``), then exits with status 0. Needs the ``serve`` extra
 (``pip install "rerank-lightning[serve]"``).
@@ -21,11 +21,11 @@ from typing import Literal
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..config.serve import ServeConfig
-from ..errors import UserError
-from ..logs import configure_logging
-from ..reranker import Reranker
+from ..core.errors import UserError
+from ..core.logs import configure_logging
+from ..inference.reranker import Reranker
 from .arguments import RerankCLI, add_untrained_head_option
-from .errors import run
+from .failures import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 
@@ -34,8 +34,8 @@ def _arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--serve", type=ServeConfig, default=ServeConfig(),
                         help="how the server listens, batches and refuses (rerank.config.serve)")
     parser.add_argument("--ranker", type=Literal["deployed", "reranker"], default="deployed",
-                        help="deployed: the ranker the model's export deploys (rerank.deployment); reranker: the "
-                             "pure cross-encoder")
+                        help="deployed: the ranker the model's export deploys (rerank.ranker.deployment); "
+                             "reranker: the pure cross-encoder")
     add_untrained_head_option(parser)
 
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         import uvicorn
 
-        from ..serving.app import Service, create_app
+        from ..inference.serving.app import Service, create_app
     except ImportError as missing:
         raise UserError(f"rerank serve needs the serve extra ({missing.name} is missing): "
                         "pip install \"rerank-lightning[serve]\"") from None

@@ -14,8 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from ..deployment import NAMES, TEACHER_ALONE, Deployment
-from ..run_directory import RunDirectory
+from ..core.run_directory import RunDirectory
+from ..ranker.deployment import NAMES, TEACHER_ALONE, Deployment
 
 ROWS = (("first_stage", "first stage"),
         ("teacher_bi_encoder", "teacher: bi-encoder"),

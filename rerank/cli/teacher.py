@@ -19,15 +19,16 @@ from pathlib import Path
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..config.teacher import TeacherConfig
-from ..data.collection import Collection, as_collection_config
+from ..core.logs import configure_logging, keep_log
+from ..core.run_directory import Metrics, RunDirectory
+from ..data.collection import Collection
+from ..data.collection_config import as_collection_config
 from ..data.trec import read_run, top_k, write_run
-from ..evaluation import evaluate
+from ..evaluation.measures import evaluate
 from ..first_stage import FirstStageConfig, write_first_stage_run
-from ..logs import configure_logging, keep_log
-from ..run_directory import Metrics, RunDirectory
-from ..teacher import DEFAULT_BI_ENCODER, teacher_scores
+from ..teacher.scores import DEFAULT_BI_ENCODER, teacher_scores
 from .arguments import RerankCLI, add_run_option, run_shortcut
-from .errors import run
+from .failures import run
 
 DESCRIPTION = __doc__.splitlines()[0]
 

@@ -32,15 +32,15 @@ from typing import Any
 
 import yaml
 
+from ..config.first_stage import FirstStageConfig
 from ..config.optimizer import OptimizerSettings
 from ..config.pretrain import PretrainConfig
 from ..config.selection import SelectionRules
 from ..config.serve import ServeConfig
 from ..config.source import as_source_configs
 from ..config.tokenization import TokenizationConfig
-from ..data.collection import as_collection_config
+from ..data.collection_config import as_collection_config
 from ..data.folds import FoldsConfig
-from ..first_stage.config import FirstStageConfig
 from .configs import CONFIG_OPTIONS, read_config, settings
 
 
@@ -287,7 +287,7 @@ def _check_sources(given: Settings) -> None:
 
 def _check_measures(given: Settings) -> None:
     """The reported measures and the selection measure: names trec_eval knows, the latter among the former."""
-    from ..evaluation import METRICS, check_measures
+    from ..evaluation.measures import METRICS, check_measures
 
     metrics, measure = given.get("evaluation.metrics"), given.get("evaluation.selection.measure")
     if metrics is None and measure is None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..atomic import atomic_write
+from ..core.atomic import atomic_write
 from ..data.lines import check_id, text_lines
 
 FIELDS = ("query_id", "shown", "clicks", "session", "time")

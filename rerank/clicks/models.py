@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..checks import check_range
+from ..core.checks import check_range
 
 MODELS = ("pbm", "cascade", "dbn")
 

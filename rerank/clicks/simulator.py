@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..checks import check_range
+from ..core.checks import check_range
 from ..data.candidates import CandidateLists
 from ..data.collection import Collection
 from ..data.folds import FoldsConfig, make_split

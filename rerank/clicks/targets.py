@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from ..checks import check_range
+from ..core.checks import check_range
 from ..data.trec import Run
 from .log import ClickLogError, read_click_log
 from .models import examination

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..checks import check_range
+from ..core.checks import check_range
 
 
 @dataclass(frozen=True)

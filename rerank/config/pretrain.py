@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..checks import AUTO, check_range
+from ..core.checks import AUTO, check_range
 from .optimizer import check_settings
 from .source import as_source_configs
 

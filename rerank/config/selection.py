@@ -1,12 +1,12 @@
 """How a fit chooses what it deploys: :class:`SelectionRules` (``evaluation.selection`` in the YAML). The choice
-itself is :func:`rerank.selection.select`'s."""
+itself is :func:`rerank.ranker.selection.select`'s."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..interpolation import DEFAULT_GRID
+from ..evaluation.fusion import DEFAULT_GRID
 
 RANKERS = ("reranker", "interpolated", "fused")
 """The rankers a fit can deploy, simplest first (the order that breaks ties)."""
@@ -19,7 +19,7 @@ EPOCHS = ("one_se", "best")
 @dataclass(frozen=True)
 class SelectionRules:
     """How a fit chooses what it deploys: ``evaluation.selection`` in the YAML
-    (:mod:`rerank.training.evaluator`).
+    (:mod:`rerank.callbacks.evaluator`).
 
     Attributes:
         measure: the validation measure every choice is made on (the checkpoint too).

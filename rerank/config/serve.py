@@ -6,7 +6,7 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .precision import PRECISIONS
 
 API_KEY = "RERANK_API_KEY"

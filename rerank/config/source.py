@@ -8,10 +8,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..checks import check_range
 from ..clicks.targets import ClickTargetConfig
+from ..core.checks import check_range
 from ..data.pseudo_queries import PseudoQueryConfig
-from ..first_stage.config import FirstStageConfig
+from .first_stage import FirstStageConfig
 from .teacher import TeacherConfig
 
 QUERY_SETS = ("train", "all", "pseudo")
@@ -26,7 +26,7 @@ class SourceConfig:
         name: a label for logs and errors (default: ``<queries>`` and its position).
         collection: another collection (a ``data.collection`` mapping); None: ``data.collection``.
         first_stage: the candidates' first stage; None: ``data.first_stage`` for ``data.collection``, else the
-            defaults of :class:`~rerank.first_stage.FirstStageConfig`.
+            defaults of :class:`~rerank.config.first_stage.FirstStageConfig`.
         queries: ``train``, ``all`` or ``pseudo``.
         targets: ``qrels``, ``teacher``, ``both`` or ``clicks``.
         teacher: where teacher scores come from (``targets: teacher`` or ``both``).

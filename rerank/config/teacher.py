@@ -1,11 +1,11 @@
 """Where a training source's teacher scores come from: :class:`TeacherConfig` (a source's ``teacher:`` in the YAML).
-The scores themselves are :mod:`rerank.teacher`'s."""
+The scores themselves are :mod:`rerank.teacher.scores`'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .precision import PRECISIONS
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from ..checks import AUTO, check_range
+from ..core.checks import AUTO, check_range
 
 PASSAGE_MODES = ("first", "maxp")
 MIN_LENGTH = 64

@@ -17,7 +17,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..checks import check_range
+from ..core.checks import check_range
 
 SCHEMES = ("robust04", "kfold", "explicit")
 SPLITS = ("train", "validation", "test")

@@ -53,3 +53,9 @@ def check_id(identifier: str, what: str, where: str) -> str:
         raise ValueError(f"{where}: {what} {identifier!r} is empty or holds whitespace, which TREC run and qrels "
                          "files separate columns by: give ids without spaces")
     return identifier
+
+
+def tab_separated(line: str) -> list[str]:
+    """The columns of a TSV line (no quoting: a tab always separates); ``[]`` for a blank line."""
+    stripped = line.rstrip("\r\n")
+    return stripped.split("\t") if stripped else []

@@ -38,9 +38,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Literal
 
-from ..atomic import atomic_write
-from ..cache import cache_path, intact, sealing
-from ..checks import AUTO, check_range
+from ..core.atomic import atomic_write
+from ..core.cache import cache_path, intact, sealing
+from ..core.checks import AUTO, check_range
 from .collection import Documents
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 Run lines are ``query_id Q0 doc_id rank score tag``; qrels lines are ``query_id iteration doc_id relevance``.
 Malformed input fails with :class:`TrecFormatError`, which names the file, the line number and the line. Files
 are read as UTF-8 with or without a byte-order mark (a byte that is not UTF-8 is named with its line,
-:mod:`rerank.data.lines`), and written atomically (:mod:`rerank.atomic`); an id that such a file cannot hold (with
+:mod:`rerank.data.lines`), and written atomically (:mod:`rerank.core.atomic`); an id that such a file cannot hold (with
 whitespace) is refused when written.
 
 Rankings break score ties by doc id, ascending (:func:`ranked`), the same way everywhere: in written runs, in
@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from pathlib import Path
 
-from ..atomic import atomic_write
+from ..core.atomic import atomic_write
 from .lines import check_id, text_lines
 
 Run = dict[str, dict[str, float]]
@@ -167,7 +167,7 @@ def top_k(run: Mapping[str, Mapping[str, float]], k: int) -> Run:
 def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str = "rerank",
               finish: Callable[[Path], None] | None = None) -> None:
     """Write a run atomically, each query's documents by decreasing score (ties by doc id, see :func:`ranked`),
-    each score exactly (it reads back as the same float); ``finish``: as :func:`rerank.atomic.atomic_write`'s (a
+    each score exactly (it reads back as the same float); ``finish``: as :func:`rerank.core.atomic.atomic_write`'s (a
     cache entry's seal)."""
     with atomic_write(path, finish=finish) as handle:
         for qid in sorted(run, key=_natural_key):

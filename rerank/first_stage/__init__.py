@@ -28,12 +28,13 @@ from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from ..atomic import remove_stale_in
-from ..cache import cache_path, intact, sealing
-from ..data.collection import Collection, CollectionConfig
+from ..config.first_stage import BACKENDS, FirstStageConfig
+from ..core.atomic import remove_stale_in
+from ..core.cache import cache_path, intact, sealing
+from ..core.errors import UserError
+from ..data.collection import Collection
+from ..data.collection_config import CollectionConfig
 from ..data.trec import Run, read_run, top_k, write_run
-from ..errors import UserError
-from .config import BACKENDS, FirstStageConfig
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,7 @@ def retrieve(collection: Collection, config: FirstStageConfig, queries: Mapping[
 
 def write_first_stage_run(collection: CollectionConfig, config: FirstStageConfig, path: Path,
                           queries: Mapping[str, str] | None = None, sealed: bool = False) -> None:
-    """:func:`retrieve`, written as a TREC run to ``path`` (``sealed``: as a cache entry, :mod:`rerank.cache`);
+    """:func:`retrieve`, written as a TREC run to ``path`` (``sealed``: as a cache entry, :mod:`rerank.core.cache`);
     pyserini runs in a child process.
 
     pyserini's JVM, with its own signal handlers and threads, crashes a PyTorch process that it shares (segmentation
@@ -172,7 +173,7 @@ def _aside(chatter: Path) -> None:
 
 def _portable(error: Exception) -> Exception:
     """``error`` if it comes back whole through pickle, else its message in the nearest built-in class of the ones
-    that :mod:`rerank.cli.errors` shows as one line (a Java exception does not pickle; one whose ``__init__`` takes
+    that :mod:`rerank.cli.failures` shows as one line (a Java exception does not pickle; one whose ``__init__`` takes
     other arguments than its message does not unpickle)."""
     try:
         pickle.loads(pickle.dumps(error))

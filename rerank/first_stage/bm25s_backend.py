@@ -8,11 +8,11 @@ import logging
 import bm25s
 import Stemmer
 
-from ..atomic import atomic_directory
-from ..cache import intact, sealing
+from ..config.first_stage import FirstStageConfig
+from ..core.atomic import atomic_directory
+from ..core.cache import intact, sealing
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
-from .config import FirstStageConfig
 
 logger = logging.getLogger(__name__)
 IDS = "doc_ids.json"

@@ -30,12 +30,12 @@ from pathlib import Path
 
 from rich.progress import Progress
 
-from ..atomic import atomic_directory
-from ..cache import intact, sealing
+from ..config.first_stage import FirstStageConfig
+from ..core.atomic import atomic_directory
+from ..core.cache import intact, sealing
+from ..core.errors import UserError
 from ..data.collection import Collection
 from ..data.trec import Run, top_k
-from ..errors import UserError
-from .config import FirstStageConfig
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .listnet import ListNet
 
 

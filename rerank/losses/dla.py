@@ -34,7 +34,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .base import EXCLUDED, RankingLoss, prepare
 
 

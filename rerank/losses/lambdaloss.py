@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .base import RankingLoss
 from .functional import gains, ideal_dcg, ordered_pairs, safe_divide, score_differences, score_order, sum_over_pairs
 

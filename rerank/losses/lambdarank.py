@@ -27,7 +27,7 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .base import RankingLoss
 from .functional import (
     check_k,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .base import RankingLoss
 from .functional import mean_over_pairs, ordered_pairs, score_differences
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .base import RankingLoss
 from .functional import gains, ideal_dcg, rank_discounts, safe_divide, score_differences
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..checks import check_range
+from ..core.checks import check_range
 from .base import RankingLoss
 from .functional import check_gain, check_k, gains, rank_discounts, safe_divide
 from .rank_binomial import expected_rank_discounts, win_probabilities

@@ -32,7 +32,7 @@ from torch import Tensor, nn
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, PreTrainedModel
 
 from ..config.tokenization import TokenizationConfig
-from ..errors import UserError
+from ..core.errors import UserError
 from .tokenization import PairInputs, PairTokenizer
 
 logger = logging.getLogger(__name__)

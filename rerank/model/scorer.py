@@ -25,9 +25,9 @@ from itertools import islice
 import torch
 from tqdm.auto import tqdm
 
-from ..checks import check_range
 from ..config.precision import PRECISIONS
-from ..data.collection import Documents
+from ..core.checks import check_range
+from ..data.documents import Documents
 from ..data.trec import Run
 from . import speedups
 from .cross_encoder import CrossEncoderModel, max_over_passages, require_trained_head, saved_tokenization

@@ -24,9 +24,9 @@ import math
 from collections.abc import Iterable, Sequence
 from itertools import islice
 
-from ..checks import AUTO
 from ..config.tokenization import MIN_LENGTH, TokenizationConfig
-from ..data.collection import Documents
+from ..core.checks import AUTO
+from ..data.documents import Documents
 from ..data.pseudo_queries import are_paragraphs
 from .cross_encoder import exported_tokenization, load_tokenizer
 from .tokenization import head

@@ -65,7 +65,7 @@ class EvaluationBatch(Pinnable):
 
 @dataclass
 class TrainingList:
-    """One training list before tokenization (what :class:`~rerank.training.examples.TrainingLists` yields)."""
+    """One training list before tokenization (what :class:`~rerank.training.lists.TrainingLists` yields)."""
 
     query: str
     documents: list[str]

@@ -39,9 +39,9 @@ import lightning.pytorch as pl
 import torch
 from lightning.pytorch.utilities.seed import isolate_rng
 
-from ..atomic import atomic_write
-from ..cache import cache_path, discard, intact, seal_of, sealing
-from ..run_directory import read_json, write_json
+from ..core.atomic import atomic_write
+from ..core.cache import cache_path, discard, intact, seal_of, sealing
+from ..core.run_directory import read_json, write_json
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
 

@@ -1,4 +1,4 @@
-"""Checkpoints written the way every other file rerank writes is (:mod:`rerank.atomic`).
+"""Checkpoints written the way every other file rerank writes is (:mod:`rerank.core.atomic`).
 
 Lightning's own checkpoint writer stages a file in the system's temporary folder and moves it over: across file
 systems that move is a copy, not atomic, and a process killed meanwhile leaves the staged file behind (84 MB for
@@ -15,7 +15,7 @@ import torch
 from lightning.fabric.utilities.cloud_io import _is_local_file_protocol
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from ..atomic import atomic_write
+from ..core.atomic import atomic_write
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

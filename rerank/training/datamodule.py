@@ -1,8 +1,9 @@
 """The Lightning data module: a collection, its first-stage candidates and a fold split, as typed batches.
 
 Configured under ``data:`` in the YAML (the sections ``collection``, ``first_stage``, ``folds`` and ``train``
-are those of :class:`~rerank.data.collection.CollectionConfig`, :class:`~rerank.first_stage.FirstStageConfig`,
-:class:`~rerank.data.folds.FoldsConfig` and :class:`~rerank.config.source.SourceConfig`)::
+are those of :class:`~rerank.data.collection_config.CollectionConfig`,
+:class:`~rerank.config.first_stage.FirstStageConfig`, :class:`~rerank.data.folds.FoldsConfig` and
+:class:`~rerank.config.source.SourceConfig`)::
 
     data:
       collection: {ir_datasets: disks45/nocr/trec-robust-2004, query_field: title}
@@ -37,24 +38,25 @@ import lightning.pytorch as pl
 from lightning.pytorch.trainer.states import TrainerFn
 from torch.utils.data import DataLoader
 
-from .. import preemption
-from ..atomic import atomic_write
-from ..checks import check_range
 from ..config.source import SourceConfig, as_source_configs
 from ..config.tokenization import TokenizationConfig
+from ..core import preemption
+from ..core.atomic import atomic_write
+from ..core.checks import check_range
+from ..core.run_directory import RunDirectory
 from ..data.candidates import CandidateLists, read_candidates
-from ..data.collection import Collection, CollectionConfig, as_collection_config
+from ..data.collection import Collection
+from ..data.collection_config import CollectionConfig, as_collection_config
 from ..data.folds import SPLITS, FoldsConfig, Split, make_split
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run, write_first_stage_run
 from ..model.cross_encoder import load_tokenizer, resolve_tokenization
 from ..model.sizing import cut_queries, query_lengths
 from ..model.tokenization import PairTokenizer
-from ..run_directory import RunDirectory
-from ..teacher import TeacherRuns
+from ..teacher.scores import TeacherRuns
 from .batches import EvaluationCollator, TrainingCollator
-from .checks import MODEL_NAME
-from .examples import QRELS_STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler, TrainingSource
+from .head_checks import MODEL_NAME
+from .lists import QRELS_STRATEGIES, EvaluationBatches, ShardSampler, TrainingLists, TrainingSampler, TrainingSource
 from .sources import SourceContext, resolve
 
 logger = logging.getLogger(__name__)
@@ -92,7 +94,7 @@ class RerankDataModule(pl.LightningDataModule):
         rerank_depth: candidates per query that are re-ranked, and that training lists are drawn from.
         list_size: candidates per training list.
         strategy: ``top``, ``random`` or ``pairs`` for sources that learn from qrels (see
-            :mod:`rerank.training.examples`).
+            :mod:`rerank.training.lists`).
         batch_size: training lists per batch.
         repeats: visits of each training query per epoch.
         eval_batch_size: (query, candidate) pairs per evaluation batch.
@@ -283,7 +285,7 @@ class RerankDataModule(pl.LightningDataModule):
 
     def teacher_run(self, split: str) -> TeacherRuns | None:
         """The scores that the teacher the model learns from (that of the first training source with one) gives
-        the candidates of ``split``, for fusion (:mod:`rerank.interpolation`) and reports, with its bi-encoder's
+        the candidates of ``split``, for fusion (:mod:`rerank.evaluation.fusion`) and reports, with its bi-encoder's
         alone; None without such a teacher, or, with a warning, when it cannot score them (a teacher run without
         these queries)."""
         teacher = next((source.teacher for source in self.sources

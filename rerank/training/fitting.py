@@ -1,9 +1,9 @@
 """A fit from its built parts (:func:`fit`): the judgment-free stage, the training folds, the test of the weights
 chosen on validation, the export and ``metrics.json``, in the run directory
-(:class:`~rerank.run_directory.RunDirectory`).
+(:class:`~rerank.core.run_directory.RunDirectory`).
 
 The command line (``rerank fit``, :mod:`rerank.cli.fit`) and the Python API (:func:`rerank.train`) build the parts
-from one config and call it, and get a :class:`FitResult`. Each phase is named for :mod:`rerank.preemption`: a fit
+from one config and call it, and get a :class:`FitResult`. Each phase is named for :mod:`rerank.core.preemption`: a fit
 stopped by SIGTERM or SIGINT keeps its run directory with ``preempted.json`` (its config's digest, the signal, the
 phase), and the same fit run again resumes it (from ``last.ckpt``, or the stage from its own checkpoint); under
 another config it is refused.
@@ -21,16 +21,16 @@ from typing import Any
 
 import lightning.pytorch as pl
 
-from .. import preemption
-from ..atomic import atomic_write
+from ..callbacks.evaluator import evaluator_of
 from ..config.pretrain import PretrainConfig
-from ..errors import UserError
-from ..export import card_metrics, export
-from ..logs import keep_log
-from ..preemption import Preempted
-from ..run_directory import Metrics, RunDirectory, read_json, write_json
+from ..core import preemption
+from ..core.atomic import atomic_write
+from ..core.errors import UserError
+from ..core.logs import keep_log
+from ..core.preemption import Preempted
+from ..core.run_directory import Metrics, RunDirectory, read_json, write_json
+from ..inference.export import card_metrics, export
 from .datamodule import RerankDataModule
-from .evaluator import evaluator_of
 from .lightning_module import RerankModule
 from .pretraining import pretrain
 
@@ -45,7 +45,7 @@ class FitResult:
     Attributes:
         folder: the run directory.
         metrics: ``{system: {measure: value}}``, as ``metrics.json`` holds them.
-        deployment: the deployed ranker (:meth:`rerank.deployment.Deployment.as_dict`).
+        deployment: the deployed ranker (:meth:`rerank.ranker.deployment.Deployment.as_dict`).
         tested: which validated weights were tested, and why, in words.
         measure: the measure every choice was made on (``evaluation.selection.measure``).
         test_queries: how many judged test queries the figures are over.
@@ -128,7 +128,7 @@ def fit(parts: FitParts, command: str = "rerank fit") -> FitResult:
 
 
 def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
-    """The fit's phases, each named for :mod:`rerank.preemption`: the stage, training, testing, the export."""
+    """The fit's phases, each named for :mod:`rerank.core.preemption`: the stage, training, testing, the export."""
     trainer, model, data, directory = parts.trainer, parts.model, parts.data, parts.directory
     if trainer.is_global_zero:
         keep_log(directory.root)

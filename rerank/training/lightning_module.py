@@ -20,7 +20,7 @@ scores) + click_loss(lists, click targets)``; each head averages over the lists 
 contrast are skipped), so a batch may mix sources that learn from qrels, from a teacher, both, or clicks.
 
 Validation, test and prediction score every candidate of their queries and return ``(query id, doc id, score,
-first-stage score)`` rows: the :class:`~rerank.training.evaluator.Evaluator` callback (``evaluation:``) turns the
+first-stage score)`` rows: the :class:`~rerank.callbacks.evaluator.Evaluator` callback (``evaluation:``) turns the
 validation and test rows into runs, evaluates them and chooses what the module deploys, which the module keeps
 (:meth:`RerankModule.deploy`: the ranker, the fusions' weights and the validation run it was chosen on, saved in
 checkpoints) for the export. Prediction returns the rows of :meth:`RerankDataModule.predict_dataloader`.
@@ -41,18 +41,18 @@ import lightning.pytorch as pl
 import torch
 from torch import Tensor
 
-from ..checks import check_range
 from ..config.optimizer import OptimizerSettings
 from ..config.source import SourceConfig
 from ..config.tokenization import TokenizationConfig
+from ..core.checks import check_range
 from ..data.trec import Run
-from ..deployment import Deployment
 from ..losses import RankingLoss, build_loss
 from ..model import speedups as speedups_module
 from ..model.cross_encoder import CrossEncoderModel
-from ..selection import Selection
+from ..ranker.deployment import Deployment
+from ..ranker.selection import Selection
 from .batches import EvaluationBatch, TrainingBatch
-from .checks import MODEL_NAME, check_click_head, check_list_size, click_estimators
+from .head_checks import MODEL_NAME, check_click_head, check_list_size, click_estimators
 from .optimizer import adamw, linear_schedule, param_groups
 
 logger = logging.getLogger(__name__)
@@ -152,8 +152,8 @@ class RerankModule(pl.LightningModule):
 
     def check_data(self, list_size: int, sources: Mapping[str, Sequence[SourceConfig]]) -> None:
         """Fail when this module's heads cannot learn from lists of ``list_size`` or from the click sources among
-        ``sources`` (``{section: its sources}``): :mod:`rerank.training.checks`. The data module asks, once per fit,
-        before it makes any list.
+        ``sources`` (``{section: its sources}``): :mod:`rerank.training.head_checks`. The data module asks, once per
+        fit, before it makes any list.
 
         Raises:
             ValueError: naming the options that disagree.
@@ -212,7 +212,7 @@ class RerankModule(pl.LightningModule):
         scheduler = linear_schedule(optimizer, self.optimizer_settings, int(self.trainer.estimated_stepping_batches))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
-    # evaluation and prediction: the rows, evaluated by rerank.training.evaluator.Evaluator ---------------------
+    # evaluation and prediction: the rows, evaluated by rerank.callbacks.evaluator.Evaluator ---------------------
 
     def validation_step(self, batch: EvaluationBatch, batch_idx: int) -> Scored:
         scores = self(batch).float().tolist()

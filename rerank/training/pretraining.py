@@ -19,7 +19,7 @@ re-seeded after the stage, so a run that trained it and one that loaded it conti
 
 With ``rounds: R`` (default 1) the stage is born-again distillation (Furlanello et al., ICML 2018): round r + 1
 trains, for another ``max_steps`` steps from where round r left the weights, on the same sources with each teacher
-mixed with round r's student (``teacher.student``, :mod:`rerank.teacher`; ``student_weight``, half and half by
+mixed with round r's student (``teacher.student``, :mod:`rerank.teacher.scores`; ``student_weight``, half and half by
 default), which scores every candidate of the sources in the stage's precision. Such a mix ranks better than either
 of its parts, but on Cranfield a second round of 1,200 steps did not make a better student than one round of 2,400
 (docs/experiments/ablations.md). The training sources of ``data.train`` then learn from the last round's teacher.
@@ -45,22 +45,22 @@ import lightning.pytorch as pl
 from lightning.pytorch.loggers import Logger
 from safetensors.torch import load_file, save
 
-from .. import preemption
-from ..atomic import atomic_write
-from ..cache import cache_key, cache_path, intact, sealing
-from ..checks import AUTO
+from ..callbacks.progress import stage_callbacks
+from ..callbacks.resumable import Resumable
 from ..config.optimizer import OptimizerSettings
 from ..config.pretrain import PretrainConfig
 from ..config.source import SourceConfig, as_source_configs
+from ..core import preemption
+from ..core.atomic import atomic_write
+from ..core.cache import cache_key, cache_path, intact, sealing
+from ..core.checks import AUTO
+from ..core.run_directory import read_json, write_json
 from ..data.pseudo_queries import QUERIES
-from ..export import export
-from ..run_directory import read_json, write_json
+from ..inference.export import export
 from .budget import StagePlan, StepTimer, calibrate, plan_line, planned_steps, recheck, remembered
 from .checkpoint_io import AtomicCheckpointIO
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
-from .preemption import Resumable
-from .progress import stage_callbacks
 from .sources import sized_pseudo_queries
 from .stage_validation import HeldOutValidation, describe, distillation_loss, hold_out
 

@@ -27,7 +27,7 @@ queries (``train``: the training folds of ``data.collection``; ``all``: every ju
 every query for ``targets: teacher``; ``pseudo``), targets (``qrels``: judgments, which for pseudo-queries are
 their source documents; ``teacher``; ``both``; ``clicks``: a click log's naive or debiased targets, over the
 documents it shows, :mod:`rerank.clicks.targets`) and a mixing ``weight``: an epoch draws from each source its share
-``weight / sum(weights)`` of all the lists (:class:`~rerank.training.examples.TrainingSampler`). Candidates of
+``weight / sum(weights)`` of all the lists (:class:`~rerank.training.lists.TrainingSampler`). Candidates of
 sources other than data.collection's own queries, and teacher scores, are cached (``$RERANK_CACHE``): they do
 not depend on the fold.
 """
@@ -40,16 +40,17 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..checks import AUTO
 from ..clicks.targets import click_targets
 from ..config.source import SourceConfig
+from ..core.checks import AUTO
 from ..data.candidates import CandidateLists, read_candidates
-from ..data.collection import Collection, as_collection_config
+from ..data.collection import Collection
+from ..data.collection_config import as_collection_config
 from ..data.pseudo_queries import MAX_WORDS, QUERIES, pseudo_queries, sized_to
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
-from ..teacher import teacher_scores
-from .examples import TrainingSource, trainable
+from ..teacher.scores import teacher_scores
+from .lists import TrainingSource, trainable
 
 logger = logging.getLogger(__name__)
 

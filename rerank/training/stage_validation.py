@@ -34,11 +34,11 @@ import torch
 from lightning.fabric.utilities.apply_func import move_data_to_device
 from torch.utils.data import DataLoader
 
-from ..errors import UserError
+from ..core.errors import UserError
 from .batches import TrainingCollator
 from .datamodule import RerankDataModule
-from .examples import TrainingLists, TrainingSource
 from .lightning_module import RerankModule
+from .lists import TrainingLists, TrainingSource
 
 logger = logging.getLogger(__name__)
 

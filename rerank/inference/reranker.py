@@ -1,0 +1,140 @@
+"""Re-ranking from Python with the ranker a fit deploys: :class:`Reranker`.
+
+    >>> reranker = Reranker.from_pretrained("runs/cranfield/model")  # doctest: +SKIP
+    >>> reranker.ranker  # doctest: +SKIP
+    'fused'
+    >>> reranker.rerank("wind tunnel", ["doc one", "doc two"], first_stage_scores=[12.3, 8.1])  # doctest: +SKIP
+    [(0, 1.03), (1, -1.03)]
+    >>> pure = Reranker.from_pretrained("runs/cranfield/model", ranker="reranker")  # doctest: +SKIP
+    >>> pure.rerank("wind tunnel", ["doc one", "doc two"])  # doctest: +SKIP
+    [(0, 1.73), (1, -0.42)]
+
+A folder exported by ``rerank fit`` records the ranker chosen on validation (:mod:`rerank.ranker.deployment`): the pure
+cross-encoder, ``interpolated`` with the first stage, or ``fused`` with the zero-shot teacher and the first stage.
+:meth:`Reranker.score`, :meth:`~Reranker.rerank` and :meth:`~Reranker.rerank_many` re-rank with it, as ``rerank
+predict`` does: the fusions standardise each part's scores over a query's candidates, so they score a query's
+candidate list, and need the candidates' first-stage scores (``first_stage_scores``; called without them, they
+fail, saying what to pass). ``ranker="reranker"`` gives the pure cross-encoder's scores, and
+:meth:`~rerank.model.scorer.PairScorer.score_pairs` scores lone pairs with it whatever the deployment. Any other
+one-label cross-encoder (or a folder exported before deployments) re-ranks as the pure model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..data.trec import Run, restrict
+from ..model.cross_encoder import CrossEncoderModel, require_trained_head
+from ..model.scorer import CandidateTexts, PairScorer
+from ..ranker.deployment import Deployment, check_teacher, saved_deployment
+from ..ranker.memo import EmbeddingMemo, cosines_of_texts
+from ..teacher.scores import blend, load_bi_encoder
+
+__all__ = ["CandidateTexts", "Reranker"]
+
+RANKER_CHOICES = ("deployed", "reranker")
+
+
+class Reranker(PairScorer):
+    """Re-ranks a query's candidates with the deployed ranker (the pure cross-encoder by default).
+
+    Args:
+        model: the cross-encoder.
+        deployment: the ranker to re-rank with and what it needs (default: the pure cross-encoder).
+        remember: the teacher's embeddings of this many distinct documents are kept (least recently used out), so
+            that a document seen before is not embedded again (0: none; ``rerank serve`` keeps 50,000).
+        **options: those of :class:`~rerank.model.scorer.PairScorer` (``batch_size``, ``device``, ``precision``,
+            tokenization overrides).
+    """
+
+    def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, remember: int = 0,
+                 **options: object) -> None:
+        super().__init__(model, **options)
+        self.deployment = deployment or Deployment()
+        teacher = self.deployment.teacher
+        self.bi_encoder = (load_bi_encoder(teacher.bi_encoder, teacher.max_length, str(self.device))
+                           if self.deployment.needs_teacher else None)
+        self.memo = EmbeddingMemo(remember) if remember and self.bi_encoder is not None else None
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str, ranker: str = "deployed", untrained_head: bool = False,
+                        **options: object) -> Reranker:
+        """A reranker from an exported folder (its deployed ranker, or with ``ranker="reranker"`` the pure
+        cross-encoder) or a sequence-classification cross-encoder; an encoder whose weights hold no scoring head
+        only with ``untrained_head`` (its scores then come from a random head, and :attr:`untrained_head` says so).
+
+        Raises:
+            UserError: the model's scoring head is not in its weights, and ``untrained_head`` is not set.
+            OSError: the deployed ranker's teacher cannot be loaded, naming the folder and the teacher.
+        """
+        if ranker not in RANKER_CHOICES:
+            raise ValueError(f"ranker must be one of {', '.join(RANKER_CHOICES)}; got {ranker!r}")
+        model = CrossEncoderModel.from_pretrained(name_or_path)
+        if not untrained_head:
+            require_trained_head(model, name_or_path)
+        deployment = saved_deployment(model.model.config, name_or_path) if ranker == "deployed" else Deployment()
+        if deployment.needs_teacher:
+            check_teacher(deployment.teacher, name_or_path)
+        return cls(model, deployment, **options)
+
+    @property
+    def untrained_head(self) -> bool:
+        """Whether the cross-encoder scores with a head that its weights did not hold (freshly initialised)."""
+        return not self.model.head_trained
+
+    @property
+    def ranker(self) -> str:
+        """``reranker``, ``interpolated`` or ``fused``: what :meth:`score` and :meth:`rerank` give."""
+        return self.deployment.ranker
+
+    def score(self, query: str, documents: Sequence[str],
+              first_stage_scores: Sequence[float] | None = None) -> list[float]:
+        """The deployed ranker's score of each of ``documents`` (a query's candidates) for ``query``.
+
+        Args:
+            first_stage_scores: each document's first-stage score (BM25's, say), in the order of ``documents``;
+                needed when the deployed ranker mixes them.
+        """
+        first_stage = None if first_stage_scores is None else {"q": dict(enumerate(first_stage_scores))}
+        run = self.rerank_many({"q": query}, {"q": dict(enumerate(documents))}, first_stage)
+        return [run["q"][index] for index in range(len(documents))] if documents else []
+
+    def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None,
+               first_stage_scores: Sequence[float] | None = None) -> list[tuple[int, float]]:
+        """``(index into documents, score)`` by the deployed ranker, best first (ties: the earlier document first)."""
+        scores = self.score(query, documents, first_stage_scores)
+        return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))[:top_k]
+
+    def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Mapping[str, str]],
+                    first_stage: Mapping[str, Mapping[str, float]] | None = None, progress: str | None = None) -> Run:
+        """The deployed ranker's run ``{query id: {doc id: score}}`` for ``candidates`` (``{query id: {doc id:
+        text}}``), with the candidates' ``first_stage`` scores (``{query id: {doc id: score}}``) where it mixes
+        them. The cross-encoder's pairs are batched across queries (:meth:`PairScorer.rerank_many`).
+
+        Raises:
+            ValueError: the deployed ranker mixes the first stage and ``first_stage`` lacks a candidate's score.
+        """
+        deployment = self.deployment
+        if deployment.needs_first_stage:
+            first_stage = self._first_stage(candidates, first_stage)
+        pure = super().rerank_many(queries, candidates, progress)
+        teacher = None
+        if deployment.needs_teacher:
+            teacher = cosines_of_texts(self.bi_encoder, queries, candidates, memo=self.memo)
+            teacher = blend(teacher, first_stage, deployment.teacher.first_stage_weight)
+        return deployment.combine(pure, first_stage, teacher)
+
+    def _first_stage(self, candidates: Mapping[str, Mapping[str, str]],
+                     first_stage: Mapping[str, Mapping[str, float]] | None) -> Run:
+        """The first-stage scores of every candidate, or a ValueError that says what to pass."""
+        advice = (f"this model deploys {self.deployment.describe()}, which mixes the candidates' first-stage scores: "
+                  "pass first_stage_scores (one per document, e.g. BM25's; rerank_many: first_stage), or load it "
+                  "with Reranker.from_pretrained(folder, ranker='reranker') for the pure cross-encoder")
+        if first_stage is None:
+            raise ValueError(advice)
+        missing = [(qid, doc) for qid, docs in candidates.items() for doc in docs
+                   if doc not in first_stage.get(qid, {})]
+        if missing:
+            raise ValueError(f"no first-stage score for {len(missing)} candidate(s), e.g. query {missing[0][0]!r} "
+                             f"document {missing[0][1]!r} (first_stage_scores must give one per document); {advice}")
+        return restrict(first_stage, candidates)
