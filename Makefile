@@ -42,7 +42,7 @@ run: setup
 	$(CACHES) $(BIN)/rerank fit --config cranfield.yaml --config demo.yaml --output_dir $(OUTPUT)
 
 bench-losses: setup
-	$(BIN)/python scripts/bench_losses.py --output outputs/bench_losses.json
+	$(BIN)/python scripts/benchmarks/bench_losses.py --output outputs/bench_losses.json
 
 # Serving under load (docs/experiments/benchmarks.md): `rerank serve` against `rerank predict` offline and against
 # Infinity serving $(OUTPUT)/model (a `make run` export). Infinity pins libraries rerank cannot have (numpy<2,
@@ -52,7 +52,7 @@ bench-serve: setup
 	test -x $(INFINITY_VENV)/bin/python || $(PYTHON) -m venv $(INFINITY_VENV)
 	$(INFINITY_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(INFINITY_VENV)/bin/python -m pip install --quiet "infinity-emb[server,torch]==0.0.78" "transformers<4.58"
-	$(CACHES) $(BIN)/python scripts/bench_serve.py --model $(OUTPUT)/model --infinity $(INFINITY_VENV)/bin/python \
+	$(CACHES) $(BIN)/python scripts/benchmarks/bench_serve.py --model $(OUTPUT)/model --infinity $(INFINITY_VENV)/bin/python \
 		--output outputs/bench_serve.json
 
 # The tests, after the linter (ruff, configured in pyproject.toml).

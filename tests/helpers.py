@@ -24,9 +24,22 @@ CRANFIELD = yaml.safe_load((REPO / "rerank" / "configs" / "cranfield.yaml").read
 WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
 
 
+SCRIPTS = {path.name: path for path in sorted((REPO / "scripts").rglob("*")) if path.suffix in (".py", ".sh")}
+"""Every script of ``scripts/`` (benchmarks, data tools, studies) by its file name, which is unique."""
+
+
+def script_path(name: str) -> Path:
+    """The path of script ``name`` (its file name: ``split_half_epoch.py``) wherever it stands under ``scripts/``."""
+    return SCRIPTS[name]
+
+
 def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` as a module (registered in ``sys.modules``, where dataclasses look their module up)."""
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    """Script ``name`` (``name.py`` under ``scripts/``) as a module (registered in ``sys.modules``, where dataclasses
+    look their module up)."""
+    path = script_path(f"{name}.py")
+    if str(path.parent) not in sys.path:  # as ``python path/name.py`` runs it: its folder's modules importable
+        sys.path.append(str(path.parent))
+    spec = importlib.util.spec_from_file_location(name, path)
     script = importlib.util.module_from_spec(spec)
     sys.modules[name] = script
     spec.loader.exec_module(script)

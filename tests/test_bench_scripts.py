@@ -16,7 +16,7 @@ from helpers import MINILM_VOCAB, REPO, load_script, tiny_bert, tiny_bi_encoder
 @pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared/hf_home (MiniLM's vocabulary)")
 def test_the_settings_bench_times_each_setting_at_each_length(tmp_path: Path) -> None:
     model = tiny_bert(tmp_path / "bert", real_vocabulary=True)
-    done = subprocess.run([sys.executable, "scripts/bench_train.py", "settings", "--model", str(model),
+    done = subprocess.run([sys.executable, "scripts/benchmarks/bench_train.py", "settings", "--model", str(model),
                            "--list_size", "4", "--lengths", "8", "16", "--steps", "1", "--rounds", "1",
                            "--output", str(tmp_path / "settings.json")], capture_output=True, text=True, cwd=REPO,
                           timeout=600)
@@ -29,7 +29,7 @@ def test_the_settings_bench_times_each_setting_at_each_length(tmp_path: Path) ->
 
 
 def test_the_startup_bench_reports_which_libraries_each_case_loaded(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "scripts/bench_startup.py", "--repeat", "1", "--output",
+    done = subprocess.run([sys.executable, "scripts/benchmarks/bench_startup.py", "--repeat", "1", "--output",
                            str(tmp_path / "startup.json")], capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     results = json.loads((tmp_path / "startup.json").read_text())["results"]

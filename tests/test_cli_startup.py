@@ -1,7 +1,7 @@
 """The command line answers before the heavy libraries load: ``import rerank``, ``rerank --help``,
 ``rerank <command> --help`` and mistyped options or config files (checks on ``sys.modules``, not timings; the
-times are in docs/experiments/benchmarks.md, ``scripts/bench_startup.py``); and the cached options they answer from
-are the parsers' own, keyed so that they cannot drift, and made again when damaged."""
+times are in docs/experiments/benchmarks.md, ``scripts/benchmarks/bench_startup.py``); and the cached options they
+answer from are the parsers' own, keyed so that they cannot drift, and made again when damaged."""
 
 from __future__ import annotations
 
@@ -81,9 +81,12 @@ def test_importing_rerank_loads_neither_torch_nor_lightning() -> None:
 
 
 def test_every_public_name_is_exported_lazily() -> None:
-    assert set(rerank.__all__) == {*rerank._WHERE, "__version__"}
-    for name, module in rerank._WHERE.items():
-        assert getattr(rerank, name) is getattr(importlib.import_module(f"rerank{module}"), name)
+    assert set(rerank.__all__) == {*rerank._WHERE, *rerank._MODULES, "__version__"}
+    for name, place in rerank._WHERE.items():
+        module, _, attribute = place.partition(":")
+        assert getattr(rerank, name) is getattr(importlib.import_module(f"rerank{module}"), attribute or name)
+    for name, module in rerank._MODULES.items():
+        assert getattr(rerank, name) is importlib.import_module(f"rerank{module}")
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         rerank.Nope  # noqa: B018
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_cv_config
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, script_path, tiny_cv_config
 from scipy import stats
 
 from rerank.cli import compare, cv
@@ -148,13 +148,14 @@ def test_the_fused_run_mixes_the_reranker_teacher_and_first_stage_with_the_valid
 
 
 def test_the_split_half_script_recomputes_each_folds_deployment_from_its_files(cv_dir: tuple[Path, Path]) -> None:
-    """scripts/split_half_deploy.py rebuilds each fold's deployed ranker from its written runs (it stops when it
-    cannot) and reads the teacher on the test folds as trec_eval does; with a fixed-run teacher ``fused`` is not
+    """scripts/studies/selection-rules/split_half_deploy.py rebuilds each fold's deployed ranker from its written runs
+    (it stops when it cannot) and reads the teacher on the test folds as trec_eval does; with a fixed-run teacher
+    ``fused`` is not
     deployable, so the rules it compares choose alike (``cross_fit``'s check never runs)."""
     folder, _ = cv_dir
     qrels = Collection(CollectionConfig(**CRANFIELD)).qrels  # what the script reads from the folds' config
     teacher_path = folder.parent / "teacher.run"
-    done = subprocess.run([sys.executable, str(REPO / "scripts" / "split_half_deploy.py"), str(folder),
+    done = subprocess.run([sys.executable, str(script_path("split_half_deploy.py")), str(folder),
                            "--teacher", str(teacher_path), "--halvings", "3", "--test", "--pooled", "--cross-fit"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,5 +1,5 @@
-"""scripts/delta_by_length.py: per-query differences of two runs against their candidates' length, on a collection
-whose nDCG@10 values, lengths and rank correlation are worked out by hand."""
+"""scripts/studies/comparison/delta_by_length.py: per-query differences of two runs against their candidates' length, on
+a collection whose nDCG@10 values, lengths and rank correlation are worked out by hand."""
 
 from __future__ import annotations
 

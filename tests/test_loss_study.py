@@ -1,6 +1,6 @@
 """The loss study (docs/experiments/loss-study.md): every head it compares trains inside the default recipe's two-term
-loss (the qrels head plus the teacher's distillation), and ``scripts/loss_study.py`` runs end to end, resumes, and
-reports, on a tiny model."""
+loss (the qrels head plus the teacher's distillation), and ``scripts/studies/loss-study/loss_study.py`` runs end to end,
+resumes, and reports, on a tiny model."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import MINILM_VOCAB, REPO, cranfield_workdir, load_script, tiny_bert, tiny_cv_config
+from helpers import MINILM_VOCAB, REPO, cranfield_workdir, load_script, script_path, tiny_bert, tiny_cv_config
 from scipy import stats
 
 from rerank.data.trec import read_run, restrict
@@ -107,7 +107,7 @@ def test_the_study_runs_every_head_resumes_and_reports_against_the_reference(tmp
     shutil.rmtree(out / "smoothi_ndcg")
     # resumed: a head whose cv is done is not run again (its files untouched)
     before = (out / "hinge" / "cv_metrics.json").stat().st_mtime_ns
-    again = subprocess.run([sys.executable, str(REPO / "scripts" / "loss_study.py"), *arguments], capture_output=True,
+    again = subprocess.run([sys.executable, str(script_path("loss_study.py")), *arguments], capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert "hinge: done before" in again.stdout and (out / "hinge" / "cv_metrics.json").stat().st_mtime_ns == before

@@ -1,4 +1,4 @@
-"""scripts/make_collection.py: collections of Robust04's and MS MARCO's shapes, at the small sizes tests afford."""
+"""scripts/data/make_collection.py: collections of Robust04's and MS MARCO's shapes, at the small sizes tests afford."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_bi_encoder
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, SCRIPTS, cranfield_workdir, script_path, tiny_bi_encoder
 
 from rerank.data.collection import Collection
 from rerank.data.collection_config import CollectionConfig
@@ -32,6 +32,7 @@ ELSEWHERE = {  # scripts that other test modules run
     "make_collection.py": "test_make_collection.py", "probe_teacher_feedback.py": "test_sources.py",
     "shape_collections.py": "test_bench_scripts.py", "split_half_deploy.py": "test_cv.py",
     "truncate_bert.py": "test_bench_scripts.py",
+    "halves.py": "test_scripts_run.py",  # the split-half helper, run by the epoch study's test here
 }
 
 
@@ -49,7 +50,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def script(name: str, *arguments: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> str:
     """``python scripts/NAME ARGUMENTS`` (or ``bash`` for a shell script) in a fresh process; its stdout."""
     runner = ["bash"] if name.endswith(".sh") else [sys.executable]
-    done = subprocess.run([*runner, str(REPO / "scripts" / name), *arguments], capture_output=True, text=True,
+    done = subprocess.run([*runner, str(script_path(name)), *arguments], capture_output=True, text=True,
                           cwd=cwd, timeout=900, env={**os.environ, **(env or {})})
     assert done.returncode == 0, f"{name}: {done.stderr[-3000:]}"
     return done.stdout
@@ -57,7 +58,7 @@ def script(name: str, *arguments: str, env: dict[str, str] | None = None, cwd: P
 
 def test_every_script_is_run_here() -> None:
     named = (Path(__file__).read_text(encoding="utf-8"))
-    for path in sorted((REPO / "scripts").iterdir()):
+    for path in SCRIPTS.values():
         elsewhere = ELSEWHERE.get(path.name)
         if elsewhere is not None:
             assert path.stem in (REPO / "tests" / elsewhere).read_text(encoding="utf-8"), path.name
@@ -82,8 +83,9 @@ def epoch_fold(folder: Path, k: int, epochs: list[Run], tested: Run, rule: str |
 
 def test_the_epoch_study_chooses_as_its_rules_say_on_the_whole_fold_and_on_halves(workdir: Path,
                                                                                   tmp_path: Path) -> None:
-    """scripts/split_half_epoch.py. Fold 1: the first epoch is BM25, the second BM25 reversed: every rule but
-    ``last`` keeps the first, on the whole fold and on every half. Fold 2: the first epoch is the second (BM25) with
+    """scripts/studies/selection-rules/split_half_epoch.py. Fold 1: the first epoch is BM25, the second BM25 reversed:
+    every rule but ``last`` keeps the first, on the whole fold and on every half. Fold 2: the first epoch is the second
+    (BM25) with
     one query ranked ideally and one reversed, a mean gain smaller than its standard error (checked here with the
     formula, mean(d) <= sd(d) / sqrt(n)): ``best`` takes the first epoch, ``one_se`` the last. A fold whose tested
     run is not its best epoch's stops the script."""
@@ -120,7 +122,7 @@ def test_the_epoch_study_chooses_as_its_rules_say_on_the_whole_fold_and_on_halve
     halves = dict(pair.split() for pair in lines[1].split("split-half ")[1].split(", "))
     assert halves["best"] == halves["one_se"] > halves["last"]
     epoch_fold(tmp_path / "wrong", 1, [bm25, reversed_], reversed_)
-    wrong = subprocess.run([sys.executable, str(REPO / "scripts" / "split_half_epoch.py"), str(tmp_path / "wrong")],
+    wrong = subprocess.run([sys.executable, str(script_path("split_half_epoch.py")), str(tmp_path / "wrong")],
                            capture_output=True, text=True, cwd=REPO, timeout=600)
     assert wrong.returncode == 1 and "these are not the fit's runs" in wrong.stderr
     epoch_fold(tmp_path / "one_se", 2, [first, bm25], bm25, rule="one_se")  # a fit under one_se tested the last

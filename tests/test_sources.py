@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, tiny_bert, tiny_bi_encoder
+from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, script_path, tiny_bert, tiny_bi_encoder
 from safetensors.torch import load_file
 
 from rerank.cli import fit
@@ -498,11 +498,11 @@ def test_born_again_rounds_continue_from_the_cached_first_round_and_teach_with_i
     # the student scored the pseudo-queries' candidates (round 2), the training folds' (their teacher), and the
     # validation and test queries' (the teacher's figures beside the re-ranker's)
     assert tagged[f"student-{student.name}"] == 4
-    # scripts/export_stage.py exports a cached stage as the folder the pre-training wrote for its student
+    # scripts/data/export_stage.py exports a cached stage as the folder the pre-training wrote for its student
     monkeypatch.setattr("sys.argv", ["export_stage.py", str(student.with_suffix(".safetensors")),
                                      str(tmp_path / "exported"), "--model", str(workdir / "bert"),
                                      "--max_length", "48", "--max_query_length", "12"])
-    runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "export_stage.py"), run_name="__main__")
+    runpy.run_path(str(script_path("export_stage.py")), run_name="__main__")
     exported, written = (load_file(folder / "model.safetensors") for folder in (tmp_path / "exported", student))
     assert exported.keys() == written.keys() and all(exported[key].equal(written[key]) for key in written)
     caplog.clear()
@@ -523,16 +523,19 @@ def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
     return yaml.safe_load(capsys.readouterr().out)
 
 
-STACKED = ("ablation", "clicks", "losses")
-"""Config folders whose files stack on the default (cranfield.yaml)."""
+STACKED = ("clicks", "losses")
+"""Config folders whose files stack on the default (cranfield.yaml), beside the ablation study's (:data:`ABLATION`)."""
+ABLATION = REPO / "scripts" / "studies" / "ablation" / "configs"
+"""The configs of the ablation study (docs/experiments/ablations.md), each stacked on the default."""
 
 
 @pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
                                   "transfer/msmarco-pretrain",
                                   *(f"{folder}/{path.stem}" for folder in STACKED for path in
-                                    sorted((REPO / "rerank" / "configs" / folder).glob("*.yaml")))])
+                                    sorted((REPO / "rerank" / "configs" / folder).glob("*.yaml"))),
+                                  *(str(path) for path in sorted(ABLATION.glob("*.yaml")))])
 def test_example_configs_parse(name: str, capsys: pytest.CaptureFixture) -> None:
-    stacked = ["cranfield"] if name.startswith(tuple(f"{folder}/" for folder in STACKED)) else []
+    stacked = ["cranfield"] if name.startswith((*(f"{folder}/" for folder in STACKED), str(ABLATION))) else []
     config = merged_config(*stacked, name, capsys=capsys)
     assert config["data"]["train"] or config["pretrain"]
 
@@ -615,42 +618,42 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
                                                                              "max_query_length": 48}},
                     "pretrain": {**stage, "max_steps": 1200},
                     "trainer": {**default["trainer"], "max_epochs": 2}}
-    previous = resolved("cranfield", "ablation/previous-default")
+    previous = resolved("cranfield", f"{ABLATION}/previous-default.yaml")
     assert previous == {**default, **of_that_time, "trainer": {**of_that_time["trainer"], "precision": "bf16-mixed"}}
     # `all`, the default of earlier releases: 200 steps on 1,000 pseudo-queries, the bi-encoder alone, 32-true
-    earlier = resolved("cranfield", "ablation/all")
+    earlier = resolved("cranfield", f"{ABLATION}/all.yaml")
     assert (earlier["pretrain"]["max_steps"], earlier["pretrain"]["train"][0]["pseudo"]["count"]) == (200, 1000)
     assert earlier["pretrain"]["train"][0]["teacher"] == earlier["data"]["train"][0]["teacher"] == {
         "bi_encoder": "sentence-transformers/all-MiniLM-L6-v2"}
     # `ensemble-longer` is the previous default as measured before it moved to bf16-mixed
-    measured = resolved("cranfield", "ablation/ensemble-longer")
+    measured = resolved("cranfield", f"{ABLATION}/ensemble-longer.yaml")
     assert measured == {**previous, "trainer": {**previous["trainer"], "precision": "32-true"}}
     # the levers tried on the previous default, in bf16-mixed: each changes it in one place only
     pseudo = {"count": None, "per_document": 4}
-    assert resolved("cranfield", "ablation/sentences") == {
+    assert resolved("cranfield", f"{ABLATION}/sentences.yaml") == {
         **previous, "pretrain": {**previous["pretrain"], "train": [{**stage["train"][0], "pseudo": pseudo}]}}
-    assert resolved("cranfield", "ablation/lists16") == {
+    assert resolved("cranfield", f"{ABLATION}/lists16.yaml") == {
         **previous, "data": {**previous["data"], "list_size": 16, "batch_size": 1}}
-    assert resolved("cranfield", "ablation/lr1e-4") == {
+    assert resolved("cranfield", f"{ABLATION}/lr1e-4.yaml") == {
         **previous, "model": {**previous["model"], "optimizer": {**previous["model"]["optimizer"], "encoder_lr": 1e-4}}}
-    assert resolved("cranfield", "ablation/born-again") == {
+    assert resolved("cranfield", f"{ABLATION}/born-again.yaml") == {
         **previous, "pretrain": {**previous["pretrain"], "rounds": 2}}
     # the variants compared with one-epoch on validation (docs/experiments/results.md): each changes it in one place
     for name, change in DEFAULT_VARIANTS.items():
-        assert resolved("cranfield", f"ablation/{name}") == merged(merged(default, ONE_EPOCH),
+        assert resolved("cranfield", f"{ABLATION}/{name}.yaml") == merged(merged(default, ONE_EPOCH),
                                                                                           change), name
     # lever A of the paragraph-queries study (docs/experiments/ablations.md): its stage's pseudo-queries follow the
     # queries' lengths; adopted with lever C, it is the default's, and `titles` is the default before it
     sized = merged_config("cranfield", capsys=capsys)
-    assert merged_config("cranfield", "ablation/spans", capsys=capsys) == sized
+    assert merged_config("cranfield", f"{ABLATION}/spans.yaml", capsys=capsys) == sized
     spans = sized["pretrain"]["train"][0]
     titles = {**spans, "pseudo": {key: value for key, value in spans["pseudo"].items() if key != "lengths"}}
-    assert merged_config("cranfield", "ablation/titles", capsys=capsys) == {
+    assert merged_config("cranfield", f"{ABLATION}/titles.yaml", capsys=capsys) == {
         **sized, "pretrain": {**sized["pretrain"], "train": [titles]}}
     on_the_default = {*DEFAULT_VARIANTS, "spans", "titles"}
     on_the_previous = {"previous-default", "sentences", "lists16", "lr1e-4", "born-again"}
-    for name in sorted((Path(__file__).parents[1] / "rerank" / "configs" / "ablation").glob("*.yaml")):
-        ablation = resolved("cranfield", f"ablation/{name.stem}")
+    for name in sorted(ABLATION.glob("*.yaml")):
+        ablation = resolved("cranfield", str(name))
         measured_in = ("32-true" if name.stem in on_the_default else "bf16-mixed" if name.stem in on_the_previous
                        else "32-true")  # the earliest ones on the AMD CPU
         assert ablation["trainer"]["precision"] == measured_in, name
@@ -663,7 +666,7 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
 
 
 def test_the_click_configs_keep_the_recipe_they_were_measured_with(capsys: pytest.CaptureFixture) -> None:
-    one_epoch = merged_config("cranfield", "ablation/one-epoch", capsys=capsys)
+    one_epoch = merged_config("cranfield", f"{ABLATION}/one-epoch.yaml", capsys=capsys)
     for name in sorted((Path(__file__).parents[1] / "rerank" / "configs" / "clicks").glob("*.yaml")):
         clicks = merged_config("cranfield", f"clicks/{name.stem}", capsys=capsys)
         assert (clicks["pretrain"], clicks["trainer"], clicks["model"]["tokenization"]) == (
@@ -709,7 +712,7 @@ def test_the_feedback_probe_moves_each_query_towards_its_top_documents(workdir: 
     from rerank.evaluation.measures import evaluate
     from rerank.teacher.scores import bi_encoder_scores, blend
 
-    probe = runpy.run_path(str(Path(__file__).parents[1] / "scripts" / "probe_teacher_feedback.py"))
+    probe = runpy.run_path(str(script_path("probe_teacher_feedback.py")))
     generator = np.random.default_rng(0)
     vectors = {name: generator.normal(size=4) for name in ("q", "a", "b", "c")}
     by_query = {"1": torch.tensor(vectors["q"])}

@@ -22,7 +22,7 @@ checkpointed state), from which :meth:`Evaluator.tested` chooses the weights the
 test figures (the re-ranker, the first stage, the teacher, and the fusions at the tested weights) and their runs are
 written to the run directory (:class:`~rerank.core.run_directory.RunDirectory`), with the tested weights' validation
 run. Each epoch's validation run is kept beside them (``validation.epoch<N>.run``), so that the choice of the epoch can
-be re-judged on the saved runs (``scripts/split_half_epoch.py``).
+be re-judged on the saved runs (``scripts/studies/selection-rules/split_half_epoch.py``).
 """
 
 from __future__ import annotations

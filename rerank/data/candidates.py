@@ -5,7 +5,7 @@ from 50,000 queries x 100 candidates, its dev run holds 6,980 x 1,000. Held as a
 (``dict[str, dict[str, float]]``) a candidate costs about 131 bytes of Python objects; in a
 :class:`CandidateLists` it costs its doc id's UTF-8 bytes (a fixed width, the longest id's), 8 bytes of first-stage
 score, 2 of label and, when a teacher scored it, 8 of teacher score. A query costs its id, its text and an 8-byte
-offset (``scripts/bench_candidate_memory.py``; figures in docs/experiments/scale.md).
+offset (``scripts/benchmarks/bench_candidate_memory.py``; figures in docs/experiments/scale.md).
 
 Each query's candidates are kept best first, ties by doc id ascending (:func:`~rerank.data.trec.ranked`), so a
 list cut at depth ``k`` is the first-stage top ``k``. :func:`read_candidates` reads a TREC run file into one in a

@@ -58,15 +58,15 @@ OPTIMIZER = ("fused_adamw", "bf16_weights")
 """The speed-ups of the optimizer step, which :func:`enable` only checks (the training module applies them)."""
 AUTO = ("cls_only_last_layer", "cheap_dropout")
 """``model.speedups: auto``: those measured faster on the CPU (docs/experiments/benchmarks.md). ``unpadded`` is not
-among them: on a GPU it was faster only with many short rows a step (``scripts/bench_gpu.py`` part 7)."""
+among them: on a GPU it was faster only with many short rows a step (``scripts/benchmarks/bench_gpu.py`` part 7)."""
 AUTO_ON_GPU = ("fused_adamw",)
 """What ``auto`` adds on a GPU, where the optimizer is made: ``fused_adamw``, exact, and faster than AdamW's default
-in every workload of ``scripts/bench_gpu.py`` part 7 (BERT-base on an H200: 990 against 964 sequences/s at 512
-tokens, 1,675 against 1,345 at MS MARCO's lengths). The other GPU levers stay opt-in (docs/training.md)."""
+in every workload of ``scripts/benchmarks/bench_gpu.py`` part 7 (BERT-base on an H200: 990 against 964 sequences/s at
+512 tokens, 1,675 against 1,345 at MS MARCO's lengths). The other GPU levers stay opt-in (docs/training.md)."""
 MODES = ("auto", "off")
 COMPILE_BACKEND = "inductor"
-"""``torch.compile``'s backend for ``compiled`` (``scripts/bench_gpu.py --dry-run`` sets ``aot_eager``: traced and
-differentiated, no code generated)."""
+"""``torch.compile``'s backend for ``compiled`` (``scripts/benchmarks/bench_gpu.py --dry-run`` sets ``aot_eager``:
+traced and differentiated, no code generated)."""
 ATTENTION = "rerank_sdpa"
 MIN_TRANSFORMERS = (5, 0)
 """The oldest ``transformers`` whose attention interfaces and BERT layer these speed-ups were checked against (4.57's

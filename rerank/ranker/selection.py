@@ -1,8 +1,9 @@
 """The choice of the deployed ranker from a validation fold's runs: one pure function, :func:`select`.
 
 A fit calls it at the end of every validation (:class:`~rerank.callbacks.evaluator.Evaluator`), and every
-script that re-applies the rule to a fit's saved runs calls it too (``scripts/split_half_deploy.py``), so that the
-rule is written once. Given the re-ranker's run of the validation queries, the first stage's scores of the same
+script that re-applies the rule to a fit's saved runs calls it too
+(``scripts/studies/selection-rules/split_half_deploy.py``), so that the rule is written once. Given the re-ranker's run
+of the validation queries, the first stage's scores of the same
 candidates and, with a teacher, the teacher's, :func:`select`
 
 1. measures each on ``measure`` (:func:`rerank.evaluation.measures.evaluate`, a query without candidates counting 0);
