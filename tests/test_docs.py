@@ -40,13 +40,16 @@ def test_every_link_reaches_its_file_and_section(page: Path) -> None:
 def test_guides_and_experiments_link_both_ways() -> None:
     guides = sorted((REPO / "docs").glob("*.md"))
     experiments = sorted((REPO / "docs" / "experiments").glob("*.md"))
-    assert {page.name for page in experiments} >= {"results.md", "ablations.md", "benchmarks.md", "scale.md",
-                                                    "clicks.md", "shapes.md"}
+    assert {page.name for page in experiments} >= {"README.md", "results.md", "ablation.md", "benchmarks.md",
+                                                    "scale.md", "clicks.md", "shapes.md"}
     for page in experiments:
         assert "](../" in page.read_text(encoding="utf-8"), f"{page.name} links to no guide"
     linked = {target for page in guides for target in LINK.findall(page.read_text(encoding="utf-8"))}
-    for page in experiments:
-        assert any(f"experiments/{page.name}" in target for target in linked), f"no guide links to {page.name}"
+    assert any("experiments/README.md" in target for target in linked), "no guide links to the experiments' index"
+    index = set(LINK.findall((REPO / "docs" / "experiments" / "README.md").read_text(encoding="utf-8")))
+    for page in experiments:  # one page per study: each listed on the index, or linked from a guide
+        assert page.name == "README.md" or page.name in {target.partition("#")[0] for target in index} or any(
+            f"experiments/{page.name}" in target for target in linked), f"nothing links to {page.name}"
     for page in guides:
         assert len(page.read_text(encoding="utf-8").splitlines()) <= 250, f"the guide {page.name} is long"
 

@@ -526,7 +526,7 @@ def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
 STACKED = ("clicks", "losses")
 """Config folders whose files stack on the default (cranfield.yaml), beside the ablation study's (:data:`ABLATION`)."""
 ABLATION = REPO / "scripts" / "studies" / "ablation" / "configs"
-"""The configs of the ablation study (docs/experiments/ablations.md), each stacked on the default."""
+"""The configs of the ablation study (docs/experiments/README.md), each stacked on the default."""
 
 
 @pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
@@ -544,7 +544,8 @@ DEMO = {"model": {"tokenization": {"max_length": 128}}, "pretrain": {"max_steps"
 """What `make run` pins (demo.yaml): the default before it sized itself, which the ablations below were measured on."""
 SIZED = {"model": {"tokenization": {"max_length": "auto"}},
          "pretrain": {"max_steps": "auto", "passes": 1.5, "budget_minutes": 60}}
-"""The default since it sizes itself (ablations.md): rows and stage sized to the collection and a time budget."""
+"""The default since it sizes itself (docs/experiments/sized-default.md): rows and stage sized to the collection and a
+time budget."""
 ONE_EPOCH = {"pretrain": {"max_steps": 570}, "trainer": {"max_epochs": 1}}
 """The default as first chosen (ablation/one-epoch.yaml): the demo trades 70 stage steps for a second epoch."""
 STOCK = {"encoder_dropout": None, "freeze_embeddings": False}
@@ -642,7 +643,7 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
     for name, change in DEFAULT_VARIANTS.items():
         assert resolved("cranfield", f"{ABLATION}/{name}.yaml") == merged(merged(default, ONE_EPOCH),
                                                                                           change), name
-    # lever A of the paragraph-queries study (docs/experiments/ablations.md): its stage's pseudo-queries follow the
+    # lever A of the paragraph-queries study (docs/experiments/README.md): its stage's pseudo-queries follow the
     # queries' lengths; adopted with lever C, it is the default's, and `titles` is the default before it
     sized = merged_config("cranfield", capsys=capsys)
     assert merged_config("cranfield", f"{ABLATION}/spans.yaml", capsys=capsys) == sized

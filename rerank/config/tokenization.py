@@ -20,7 +20,7 @@ PARAGRAPH_CAP = 384
 """``max_length_cap: auto`` where the collection's queries are paragraphs (a median above 24 words,
 :func:`rerank.data.pseudo_queries.are_paragraphs`): a query budget of up to 192 tokens, so that the student reads
 the queries (nearly) whole, as its teacher does, at about 1.5 times a step's cost (adopted on 5 validation folds of
-``long-queries``: +0.020 nDCG@10, docs/experiments/ablations.md, lever C)."""
+``long-queries``: +0.020 nDCG@10, docs/experiments/README.md, lever C)."""
 
 
 @dataclass(frozen=True)

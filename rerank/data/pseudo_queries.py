@@ -13,7 +13,7 @@ are a few words (NFCorpus: at most 18), the first 24 words of an abstract would 
 kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before.
 
 With ``lengths: queries`` (the default recipe's since it was chosen on ``long-queries``' validation folds under rows
-of 384, docs/experiments/ablations.md) the pseudo-queries take the shape of paragraph queries where the collection's
+of 384, docs/experiments/README.md) the pseudo-queries take the shape of paragraph queries where the collection's
 are paragraphs (a median above ``MAX_WORDS`` words; below, titles as above): a pseudo-query is a run
 of whole sentences of a document's body, from a seeded sentence on, whose length in words is drawn from the queries'
 own lengths (the run of sentences closest to it, at most ``MAX_SPAN_WORDS``), so that the stage's queries follow the

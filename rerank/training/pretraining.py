@@ -22,7 +22,7 @@ trains, for another ``max_steps`` steps from where round r left the weights, on 
 mixed with round r's student (``teacher.student``, :mod:`rerank.teacher.scores`; ``student_weight``, half and half by
 default), which scores every candidate of the sources in the stage's precision. Such a mix ranks better than either
 of its parts, but on Cranfield a second round of 1,200 steps did not make a better student than one round of 2,400
-(docs/experiments/ablations.md). The training sources of ``data.train`` then learn from the last round's teacher.
+(docs/experiments/README.md). The training sources of ``data.train`` then learn from the last round's teacher.
 Every round is cached, round 1 under the key a one-round stage has, so ``rounds: 2`` continues from a cached
 ``rounds: 1``.
 

@@ -2,7 +2,7 @@
 
 A stage's weights are cached as ``$RERANK_CACHE/pretrained/KEY.safetensors`` (:mod:`rerank.training.pretraining`); the
 log of the run that trained or loaded it names the file ("pre-training stage, round 1 of 1: ..."). Since the stage
-reads no judgments, its student can be scored on every query of the collection (docs/experiments/ablations.md,
+reads no judgments, its student can be scored on every query of the collection (docs/experiments/README.md,
 "the stage alone")::
 
     python scripts/data/export_stage.py ~/.cache/rerank/pretrained/KEY.safetensors runs/stage-1200

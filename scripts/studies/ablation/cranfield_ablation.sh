@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ablation of docs/experiments/ablations.md: on Cranfield, 5 folds, the same candidates (BM25 top 30) and model (MiniLM),
+# The ablation of docs/experiments/README.md: on Cranfield, 5 folds, the same candidates (BM25 top 30) and model (MiniLM),
 # qrels only (the recipe of earlier releases) / + pseudo-queries / + teacher distillation (distill) / all (the
 # default of earlier releases), each pure and interpolated with BM25, beside BM25 and the bi-encoder teacher, then
 # the default recipe of rerank/configs/cranfield.yaml (default); then the report.

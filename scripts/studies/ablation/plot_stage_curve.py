@@ -1,4 +1,4 @@
-"""nDCG@10 against the length of the judgment-free stage: the learning curve of docs/experiments/ablations.md.
+"""nDCG@10 against the length of the judgment-free stage: the learning curve of docs/experiments/README.md.
 
 Each ``--curve`` is a label and ``STEPS=RUN`` points (a run over every query of the collection, e.g. a ``rerank cv``
 directory's ``test.run``, or ``rerank predict`` of the stage alone); each ``--line`` a ``LABEL=RUN`` reference

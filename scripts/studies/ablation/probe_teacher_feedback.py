@@ -1,5 +1,5 @@
 """Would pseudo-relevance feedback make a stronger judgment-free teacher? A zero-shot probe
-(docs/experiments/ablations.md).
+(docs/experiments/README.md).
 
 The teacher of the default recipe is the ensemble ``(1 - w) z(bi-encoder) + w z(first stage)``. Vector
 pseudo-relevance feedback (Rocchio, 1971; for dense retrievers: Li et al., *Pseudo Relevance Feedback with Deep

@@ -9,7 +9,7 @@ first stage) in steps of 0.1 (the fits' rule before 2026-11-28); ``line``, the b
 re-ranker + ``1 - w`` teacher; ``smoothed``, the best after each point's figure is averaged with its grid
 neighbours' (:func:`smoothed`); ``anchored``, the fits' rule since: :func:`rerank.ranker.selection.select` itself
 (simplex's choice if it :func:`~rerank.ranker.deployment.beats_teacher` alone, else the teacher alone;
-docs/experiments/ablations.md), on the half's queries. With ``--pooled``, ``pooled`` is ``anchored`` on the half's
+docs/experiments/README.md), on the half's queries. With ``--pooled``, ``pooled`` is ``anchored`` on the half's
 queries together with the other
 folds' whole validation folds (each scored by the fit that validated on it), but the one that is this fold's test
 fold: what :func:`rerank.ranker.selection.select` would choose under ``rerank cv`` from every fit's validation runs.

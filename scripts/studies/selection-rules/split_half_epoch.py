@@ -13,7 +13,7 @@ choice on the runs a ``rerank cv`` folder keeps of every epoch (``fold<k>/runs/v
 
 For each fold, the judged validation queries are split in two at random (``--halvings`` times, seeded by the fold);
 each rule chooses on one half and is measured on the other, both ways round. A rule's estimate is the mean of
-``--measure`` over folds, halvings and halves (docs/experiments/ablations.md, "Choosing the epoch"). The script first
+``--measure`` over folds, halvings and halves (docs/experiments/README.md, "Choosing the epoch"). The script first
 checks that the fit's own rule (its ``evaluation.selection.epoch``; ``best`` for fits made before the option) on the
 whole fold gives the epoch the fit tested (its ``runs/validation.run``) and stops otherwise. It needs each fold's
 ``config.yaml`` (its collection and folds) and runs; the qrels are the collection's
