@@ -1,4 +1,4 @@
-"""``python -m rerank.fit``: ``rerank fit`` under the name of earlier releases (same options, same behaviour,
+"""``python -m rerank.fit``, the documented entry point of training: ``rerank fit`` (the same options and behaviour,
 through the same dispatcher: its help and option checks answer before torch loads)."""
 
 from __future__ import annotations

@@ -446,8 +446,9 @@ def test_pseudo_queries_of_max_words_auto_are_no_longer_than_the_collection_quer
 
 def test_lengths_queries_keeps_a_title_stage_under_its_key_and_trains_spans_under_another(
         workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """The default's ``lengths: queries``: on queries that are not paragraphs (Cranfield's) the stage is the titles'
-    stage, cached under the key it had before the default asked for spans; on paragraphs, spans: another stage."""
+    """The default's ``lengths: queries``: on queries that are not paragraphs (Cranfield's) it resolves to titles, the
+    stage of a source without ``lengths``, and shares its cached weights (a stage is keyed by its sources as resolved);
+    on paragraphs, spans: another stage."""
     monkeypatch.setenv("RERANK_CACHE", str(tmp_path / "cache"))
 
     def staged(name: str, pseudo: dict) -> str:

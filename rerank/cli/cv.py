@@ -97,7 +97,7 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, 
         fold_runs |= {system: read_run(directory.run(f"test.{system}")) for system in (*TEACHERS, *FUSIONS)
                       if directory.run(f"test.{system}").exists()}
         metrics = directory.read_metrics()
-        ranker = (directory.read_deployment() or {}).get("ranker", "reranker")  # earlier folds: the pure model
+        ranker = directory.read_deployment()["ranker"]
         deployed.append(ranker)
         for system, run_of_fold in (*fold_runs.items(), (DEPLOYED, fold_runs[ranker])):
             runs[system].update(run_of_fold)

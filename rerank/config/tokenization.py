@@ -19,8 +19,8 @@ tokens) reads of a document, at a step's cost that stays in proportion."""
 PARAGRAPH_CAP = 384
 """``max_length_cap: auto`` where the collection's queries are paragraphs (a median above 24 words,
 :func:`rerank.data.pseudo_queries.are_paragraphs`): a query budget of up to 192 tokens, so that the student reads
-the queries (nearly) whole, as its teacher does, at about 1.5 times a step's cost (adopted on 5 validation folds of
-``long-queries``: +0.020 nDCG@10, docs/experiments/README.md, lever C)."""
+the queries (nearly) whole, as its teacher does, at about 1.5 times a step's cost (the evidence:
+docs/experiments/paragraph-rows.md)."""
 
 
 @dataclass(frozen=True)

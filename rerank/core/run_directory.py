@@ -154,9 +154,9 @@ class RunDirectory:
         document.pop(DEPLOYMENT, None)
         return document
 
-    def read_deployment(self) -> dict[str, Any] | None:
-        """The deployed ranker that ``metrics.json`` names (None in one written before deployments)."""
-        return read_json(self.metrics).get(DEPLOYMENT)
+    def read_deployment(self) -> dict[str, Any]:
+        """The deployed ranker that a fit's ``metrics.json`` names."""
+        return read_json(self.metrics)[DEPLOYMENT]
 
 
 LOCK = ".rerank.lock"

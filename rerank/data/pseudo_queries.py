@@ -10,16 +10,16 @@ for a stage that learns from a teacher's scores over their candidates.
 With ``max_words: auto`` a pseudo-query is no longer than the longest of the queries the model will be asked
 (``data.collection``'s, their words; :func:`sized_to`), within ``min_words`` and ``MAX_WORDS``: where the real queries
 are a few words (NFCorpus: at most 18), the first 24 words of an abstract would teach the student a query of another
-kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24, as before.
+kind. Elsewhere (Cranfield, SciFact: a query of 24 words or more) it is 24.
 
-With ``lengths: queries`` (the default recipe's since it was chosen on ``long-queries``' validation folds under rows
-of 384, docs/experiments/README.md) the pseudo-queries take the shape of paragraph queries where the collection's
-are paragraphs (a median above ``MAX_WORDS`` words; below, titles as above): a pseudo-query is a run
-of whole sentences of a document's body, from a seeded sentence on, whose length in words is drawn from the queries'
-own lengths (the run of sentences closest to it, at most ``MAX_SPAN_WORDS``), so that the stage's queries follow the
-real ones' length distribution. A span is its document's words verbatim, which no real query is, so a span's own
-document is not among its candidates (:mod:`rerank.training.sources`, for teacher targets): the student learns how
-the teacher ranks the *other* documents for a paragraph. ``lengths`` may also list the lengths to draw from.
+With ``lengths: queries`` (the default recipe's; the evidence: docs/experiments/paragraph-spans-rows.md) the
+pseudo-queries take the shape of paragraph queries where the collection's are paragraphs (a median above ``MAX_WORDS``
+words; below, titles as above): a pseudo-query is a run of whole sentences of a document's body, from a seeded sentence
+on, whose length in words is drawn from the queries' own lengths (the run of sentences closest to it, at most
+``MAX_SPAN_WORDS``), so that the stage's queries follow the real ones' length distribution. A span is its document's
+words verbatim, which no real query is, so a span's own document is not among its candidates
+(:mod:`rerank.training.sources`, for teacher targets): the student learns how the teacher ranks the *other* documents
+for a paragraph. ``lengths`` may also list the lengths to draw from.
 
 The set is deterministic: documents are taken in a seeded order (``seed``) until ``count`` usable queries are
 found. It never looks at judgments (only at documents), so it is the same for every fold. Trivial queries are
@@ -51,7 +51,7 @@ _WORD = re.compile(r"\w+")
 _SENTENCE_END = re.compile(r"(?<=\w)\s*[.!?]\s+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 MAX_WORDS = 24
-"""The most words ``max_words: auto`` gives a title-like pseudo-query (the fixed default of earlier releases), and
+"""The most words ``max_words: auto`` gives a title-like pseudo-query, and
 the median query length above which the queries are taken as paragraphs (spans)."""
 QUERIES = "queries"
 """``pseudo.lengths: queries``: spans as long as the collection's queries, where those are paragraphs."""

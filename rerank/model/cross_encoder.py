@@ -141,7 +141,7 @@ class CrossEncoderModel(nn.Module):
 
     def freeze_embeddings(self) -> None:
         """Keep the encoder's embeddings (tokens, positions, segments and their LayerNorm) as loaded: no gradient,
-        no optimizer state (a sixth less work per step for MiniLM on a CPU; docs/experiments/benchmarks.md)."""
+        no optimizer state (less work per step; docs/experiments/benchmarks.md)."""
         embeddings = getattr(self.model.base_model, "embeddings", None) or self.model.get_input_embeddings()
         for parameter in embeddings.parameters():
             parameter.requires_grad_(False)

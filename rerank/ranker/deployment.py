@@ -195,7 +195,7 @@ def choose(candidates: Mapping[str, float]) -> str:
 def beats_teacher(chosen: Sequence[float], teacher: Sequence[float]) -> bool:
     """Whether a ranker's per-query validation figures beat the teacher alone's by more than one standard error of
     the mean difference, ``mean(d) > sd(d) / sqrt(n)`` with ``d = chosen - teacher`` (Breiman's one-standard-error
-    rule, the teacher the simpler model; adopted on split halves of validation: docs/experiments/README.md).
+    rule, the teacher the simpler model; the evidence: docs/experiments/deployment-rules.md).
     Fewer than two queries never show it."""
     difference = np.asarray(chosen, dtype=float) - np.asarray(teacher, dtype=float)
     return len(difference) > 1 and float(difference.mean()) > float(difference.std(ddof=1)) / math.sqrt(

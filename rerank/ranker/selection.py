@@ -176,8 +176,7 @@ def chosen_epoch(values: Sequence[Sequence[float]], rule: str) -> int:
     figures on the same queries: ``best``, the highest mean (the first of equals, as ``ModelCheckpoint`` in mode max
     keeps it); ``one_se``, the last, unless the best beats it by more than one standard error of their per-query
     difference (:func:`~rerank.ranker.deployment.beats_teacher`'s test, the last validation in the teacher's place: the
-    schedule's end point is the simpler choice; adopted on split halves of validation, docs/experiments/README.md
-    "Choosing the epoch").
+    schedule's end point is the simpler choice; the evidence: docs/experiments/epoch-rule.md).
 
     Raises:
         ValueError: ``rule`` unknown, or no validation.

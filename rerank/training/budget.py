@@ -1,8 +1,8 @@
 """The judgment-free stage sized to the collection and a time budget: ``pretrain.max_steps: auto``.
 
 The stage's length is the lever that has moved the student towards its teacher at every doubling measured
-(docs/experiments/README.md), and what it costs depends on the machine and on the rows. So ``auto`` plans by the
-size of the stage's data and lets ``pretrain.budget_minutes`` of this machine's time cap it:
+(docs/experiments/longer-stage-travel.md), and what it costs depends on the machine and on the rows. So ``auto`` plans
+by the size of the stage's data and lets ``pretrain.budget_minutes`` of this machine's time cap it:
 
     steps = min(passes * lists / batch size, budget / seconds per step), rounded down to a multiple of 50 (>= 50)
 

@@ -233,12 +233,11 @@ class RerankModule(pl.LightningModule):
         checkpoint["validation_run"] = self.validation_run
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.interpolation_weight = checkpoint.get("interpolation_weight")
-        weights = checkpoint.get("fusion_weights")
+        self.interpolation_weight = checkpoint["interpolation_weight"]
+        weights = checkpoint["fusion_weights"]
         self.fusion_weights = tuple(weights) if weights is not None else None
-        saved = checkpoint.get("deployment")  # absent from checkpoints written before deployments: the pure model
-        self.deployment = Deployment.from_dict(saved, "checkpoint") if saved else Deployment()
-        self.validation_run = checkpoint.get("validation_run") or {}  # absent from checkpoints written before it
+        self.deployment = Deployment.from_dict(checkpoint["deployment"], "checkpoint")
+        self.validation_run = checkpoint["validation_run"]
 
 
 def _check_options(options: Mapping[str, Any]) -> None:

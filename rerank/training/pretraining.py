@@ -17,14 +17,14 @@ on nothing fold-specific, its weights are cached under ``$RERANK_CACHE/pretraine
 and every re-run of ``rerank fit`` starts from them instead of training the stage again. The random generators are
 re-seeded after the stage, so a run that trained it and one that loaded it continue identically.
 
-With ``rounds: R`` (default 1) the stage is born-again distillation (Furlanello et al., ICML 2018): round r + 1
-trains, for another ``max_steps`` steps from where round r left the weights, on the same sources with each teacher
-mixed with round r's student (``teacher.student``, :mod:`rerank.teacher.scores`; ``student_weight``, half and half by
-default), which scores every candidate of the sources in the stage's precision. Such a mix ranks better than either
-of its parts, but on Cranfield a second round of 1,200 steps did not make a better student than one round of 2,400
-(docs/experiments/README.md). The training sources of ``data.train`` then learn from the last round's teacher.
-Every round is cached, round 1 under the key a one-round stage has, so ``rounds: 2`` continues from a cached
-``rounds: 1``.
+With ``rounds: R`` (default 1) the stage is born-again distillation (Furlanello et al., ICML 2018): round r + 1 trains,
+for another ``max_steps`` steps from where round r left the weights, on the same sources with each teacher mixed with
+round r's student (``teacher.student``, :mod:`rerank.teacher.scores`; ``student_weight``, half and half by default),
+which scores every candidate of the sources in the stage's precision. Such a mix ranks better than either of its parts,
+but a second round has not made a better student than one round of twice the steps
+(docs/experiments/born-again-and-longer-stage.md). The training sources of ``data.train`` then learn from the last
+round's teacher. Every round is cached, round 1 under the key a one-round stage has, so ``rounds: 2`` continues from a
+cached ``rounds: 1``.
 
 With ``held_out: N`` the stage validates itself on N of its lists that it does not train on, keeps its best weights
 and, with ``patience``, stops early (:mod:`rerank.training.stage_validation`).
@@ -55,7 +55,6 @@ from ..core.atomic import atomic_write
 from ..core.cache import cache_key, cache_path, intact, sealing
 from ..core.checks import AUTO
 from ..core.run_directory import read_json, write_json
-from ..data.pseudo_queries import QUERIES
 from ..inference.export import export
 from .budget import StagePlan, StepTimer, calibrate, plan_line, planned_steps, recheck, remembered
 from .checkpoint_io import AtomicCheckpointIO
@@ -100,15 +99,10 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
     stage_optimizer = dataclasses.replace(module.optimizer_settings, **config.optimizer)
     model_settings["optimizer"] = dataclasses.asdict(stage_optimizer)  # the model's, unless the stage sets its own
     documents = data.collection.documents
-    shape = [{"train": _keyed(config.train, given, sources), "max_steps": config.max_steps}, model_settings,
-             dataclasses.asdict(data.settings),
+    shape = [{"train": [dataclasses.asdict(source) for source in sources], "max_steps": config.max_steps},
+             model_settings, dataclasses.asdict(data.settings),
              {key: options.get(key) for key in ("precision", "accumulate_grad_batches", "gradient_clip_val")},
-             seed, documents.source(), documents.fingerprint()]
-    if sources != given:  # pseudo-queries' max_words: auto, keyed by what it resolved to (the queries may change)
-        shape.append([source.pseudo.max_words for source in sources if source.pseudo is not None])
-        spans = [list(source.pseudo.lengths) for source in sources if source.pseudo is not None and source.pseudo.spans]
-        if spans:  # spans follow the queries' lengths (titles keep the key they had before spans existed)
-            shape.append(spans)
+             seed, documents.source(), documents.fingerprint()]  # the sources as resolved: what the stage trains on
     stage = data.with_sources(sources, data.directory.root / "pretrain")  # round 1's
     if config.held_out:
         shape[0] |= {"held_out": config.held_out, "validate_every": config.validate_every,
@@ -154,21 +148,6 @@ def _plan(config: PretrainConfig, module: RerankModule, stage: RerankDataModule,
                        "left to this fit it may be longer; set pretrain.max_steps for a stage that does not depend on "
                        "the load")
     return plan
-
-
-def _keyed(train: list[Any], given: list[SourceConfig], sources: list[SourceConfig]) -> list[Any]:
-    """``pretrain.train`` as the stage's key holds it: a ``pseudo.lengths: queries`` that resolved to titles (queries
-    that are not paragraphs) is left out, so that a stage of titles keeps the key, and the cached weights, it had
-    before the default asked for spans."""
-    return [_without_lengths(raw) if asked.pseudo is not None and asked.pseudo.lengths == QUERIES
-            and not resolved.pseudo.spans else raw for raw, asked, resolved in zip(train, given, sources, strict=True)]
-
-
-def _without_lengths(source: SourceConfig | dict[str, Any]) -> SourceConfig | dict[str, Any]:
-    """``source`` (a config or its mapping) without its pseudo-queries' ``lengths``."""
-    if isinstance(source, SourceConfig):
-        return dataclasses.replace(source, pseudo=dataclasses.replace(source.pseudo, lengths=()))
-    return {**source, "pseudo": {key: value for key, value in source["pseudo"].items() if key != "lengths"}}
 
 
 def training_steps(data: RerankDataModule, epochs: int | None) -> int:

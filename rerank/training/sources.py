@@ -1,7 +1,7 @@
 """Training sources: where training lists come from, what they learn from, and in which proportions.
 
 ``data.train`` lists the sources (default: one, the training folds' queries of ``data.collection`` with their
-qrels, i.e. the plain fine-tuning of earlier releases)::
+qrels, i.e. plain fine-tuning)::
 
     data:
       train:

@@ -89,8 +89,8 @@ def qrels_of(out: Path, head: str, folds: list[int]) -> dict[str, dict[str, int]
 
 
 def deployed_ranker(fold: RunDirectory) -> str:
-    """The ranker the fold deployed (``reranker`` in a fold written before deployments)."""
-    return (fold.read_deployment() or {}).get("ranker", "reranker")
+    """The ranker the fold deployed."""
+    return fold.read_deployment()["ranker"]
 
 
 def test_runs(out: Path, head: str, folds: list[int]) -> dict[str, Run]:
