@@ -13,7 +13,7 @@ import os
 import signal
 from pathlib import Path
 
-from rerank import atomic
+from rerank.core import atomic
 
 
 def kill_before_replace(fragment: str) -> None:

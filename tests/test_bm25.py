@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import CRANFIELD, SHARED
 
-from rerank.cli import first_stage
+from rerank.cli import bm25
 from rerank.data.collection import Collection
 from rerank.data.collection_config import CollectionConfig
 from rerank.data.trec import TrecFormatError, read_run, write_run
@@ -102,7 +102,7 @@ def test_run_files_and_queries_without_candidates(tmp_path: Path, caplog: pytest
 
 
 def test_bm25_command_writes_run_and_metrics(tmp_path: Path, index_dir: str) -> None:
-    metrics = first_stage.main(["--config", "cranfield.yaml", "--output_dir", str(tmp_path),
+    metrics = bm25.main(["--config", "cranfield.yaml", "--output_dir", str(tmp_path),
                                 "--data.first_stage.index_dir", index_dir, "--data.first_stage.backend", "bm25s"])
     written = json.loads((tmp_path / "metrics.json").read_text())
     assert written == {"first_stage": metrics}  # one key for the first stage (its former name is gone)
@@ -115,13 +115,13 @@ def test_bm25_command_writes_run_and_metrics(tmp_path: Path, index_dir: str) -> 
 
 def test_bm25_command_rejects_unknown_options(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
-        first_stage.main(["--config", "cranfield", "--output_dir", str(tmp_path), "--data.first_stage.depht", "10"])
+        bm25.main(["--config", "cranfield", "--output_dir", str(tmp_path), "--data.first_stage.depht", "10"])
     assert "depht" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        first_stage.main(["--config", "cranfield", "--output_dir", str(tmp_path), "--data.first_stage.depth", "10"])
+        bm25.main(["--config", "cranfield", "--output_dir", str(tmp_path), "--data.first_stage.depth", "10"])
     assert "key='depth'" in capsys.readouterr().err  # an option of earlier releases: unknown now
     with pytest.raises(FileNotFoundError, match="config 'nope.yaml' not found"):
-        first_stage.main(["--config", "nope.yaml", "--output_dir", str(tmp_path)])
+        bm25.main(["--config", "nope.yaml", "--output_dir", str(tmp_path)])
 
 
 def test_collections_with_the_same_file_names_keep_their_own_indexes(tmp_path: Path) -> None:
@@ -173,7 +173,7 @@ def test_the_console_shows_reranks_words_and_the_run_directory_keeps_the_jvms(tm
     assert "SimpleIndexer" not in console and "Lucene" not in console and "Seed set" not in console, console
     log = (tmp_path / "run" / "rerank.log").read_text()
     assert "DEBUG rerank.first_stage: pyserini: " in log and "SimpleIndexer" in log
-    assert log.index("INFO rerank.data.collection") < log.index("SimpleIndexer")  # the file begins with the command
+    assert log.index("INFO rerank.data.arrow_documents") < log.index("SimpleIndexer")  # the command first
 
 
 def test_the_first_stage_run_is_retrieved_once_for_every_fold_and_phase(tmp_path: Path,

@@ -194,8 +194,10 @@ def fit_checkpoint(module: RerankModule, folder: Path, steps: int = 3) -> Path:
     checkpoint = folder / "checkpoints" / "best.ckpt"
     checkpoint.parent.mkdir(parents=True)
     pl.Trainer(logger=False, max_steps=0).strategy.connect(module)
-    torch.save({"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
-                "pytorch-lightning_version": pl.__version__, "global_step": steps}, checkpoint)
+    state = {"state_dict": module.state_dict(), "hyper_parameters": dict(module.hparams),
+             "pytorch-lightning_version": pl.__version__, "global_step": steps}
+    module.on_save_checkpoint(state)  # what a fit's checkpoint holds beside the weights: its deployment
+    torch.save(state, checkpoint)
     (folder / "metrics.json").write_text(json.dumps({"reranker": {"nDCG@10": 0.4321}}))
     return checkpoint
 
