@@ -34,8 +34,8 @@ $(STAMP): pyproject.toml Makefile
 
 setup: $(STAMP)
 
-# The main job: train MiniLM on Cranfield with the default recipe (rerank/configs/cranfield.yaml) at the demo's size
-# (rerank/configs/demo.yaml: 128-token rows, a 500-step stage, about 12 minutes on 2 cores), test it, export it to
+# The main job: train MiniLM on Cranfield with the default recipe (rerank/configs/recipes/default.yaml) at the demo's size
+# (rerank/configs/recipes/demo.yaml: 128-token rows, a 500-step stage, about 12 minutes on 2 cores), test it, export it to
 # $(OUTPUT)/model.
 run: setup
 	test -d $(IRDS_HOME) || ! test -d $(SHARED)/irds_home || (mkdir -p $(dir $(IRDS_HOME)) && cp -r $(SHARED)/irds_home $(IRDS_HOME) && chmod -R u+w $(IRDS_HOME))

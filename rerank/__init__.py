@@ -17,8 +17,8 @@ The public API, what the guides and the scripts use (anything else may move)::
 - :class:`Deployment`, :func:`select_ranker`, :func:`chosen_epoch`: the deployed ranker's rule and its choices on
   validation, as a fit makes them (the studies re-apply them to a fit's saved runs).
 - :func:`from_config`: the model, data module and Trainer that a command's options configure;
-  :func:`resolve_config_path`: a config file, or the name of a shipped one; :func:`run_command`: a command, in this
-  process (``run_command("fit", [...])``).
+  :func:`resolve_config_paths`: the files a config's name stands for, :func:`config_settings`: what they set;
+  :func:`run_command`: a command, in this process (``run_command("fit", [...])``).
 
 The command line is ``rerank <command>`` (:mod:`rerank.cli`). Each name is imported on first use (PEP 562), so
 ``import rerank`` and the command line's help load neither torch nor Lightning.
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .callbacks.evaluator import Evaluator
     from .cli import run_command
     from .cli.arguments import from_config
-    from .cli.configs import resolve_config_path
+    from .cli.configs import config_settings, resolve_config_paths
     from .cli.fit import train
     from .clicks.interleaving import interleave
     from .clicks.models import ClickModelConfig
@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from .ranker.selection import select as select_ranker
     from .teacher.scores import DEFAULT_BI_ENCODER, bi_encoder_embeddings, bi_encoder_scores, blend, cosines
     from .training.batches import TrainingBatch
+    from .training.budget import StepTimer
     from .training.datamodule import RerankDataModule
     from .training.fitting import FitResult
     from .training.lightning_module import RerankModule
@@ -86,6 +87,7 @@ _WHERE = {
     "TrainingBatch": ".training.batches",
     "EvaluationBatches": ".training.lists",
     "adamw": ".training.optimizer",
+    "StepTimer": ".training.budget",
     # the options' dataclasses
     "CollectionConfig": ".data.collection_config",
     "as_collection_config": ".data.collection_config",
@@ -159,7 +161,8 @@ _WHERE = {
     "configure_logging": ".core.logs",
     "save_figure": ".core.figures",
     "from_config": ".cli.arguments",
-    "resolve_config_path": ".cli.configs",
+    "resolve_config_paths": ".cli.configs",
+    "config_settings": ".cli.configs",
     "run_command": ".cli",
 }
 """Each public name and where it lives: a module (the name is its attribute of the same name), or
@@ -200,6 +203,7 @@ __all__ = [
     "Run",
     "RunDirectory",
     "SelectionRules",
+    "StepTimer",
     "TeacherConfig",
     "TokenizationConfig",
     "TrainingBatch",
@@ -215,6 +219,7 @@ __all__ = [
     "choose",
     "chosen_epoch",
     "click_targets",
+    "config_settings",
     "configure_logging",
     "cosines",
     "enable_activation_checkpointing",
@@ -233,7 +238,7 @@ __all__ = [
     "read_qrels",
     "read_run",
     "resolution",
-    "resolve_config_path",
+    "resolve_config_paths",
     "restrict",
     "retrieve",
     "run_command",

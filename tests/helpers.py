@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 MINILM = "hub/models--sentence-transformers--all-MiniLM-L6-v2/snapshots/*/vocab.txt"
 MINILM_VOCAB = next((SHARED / "hf_home").glob(MINILM), None)
-CRANFIELD = yaml.safe_load((REPO / "rerank" / "configs" / "cranfield.yaml").read_text())["data"]["collection"]
+CRANFIELD = yaml.safe_load((REPO / "rerank" / "configs" / "collections" / "cranfield.yaml").read_text())["data"][
+    "collection"]
 """Cranfield's collection section, label map included, as the default config has it."""
 WORDS = ["wind", "tunnel", "heat", "flux", "laws", "similarity", "aircraft", "model", "query", "document"]
 

@@ -23,6 +23,7 @@ import rerank
 from rerank.cli import COMMANDS, schema
 from rerank.cli.arguments import RerankCLI
 from rerank.cli.commands import HELP_ALL, READS
+from rerank.cli.configs import resolve_configs
 
 HEAVY = ("torch", "lightning", "transformers")
 PROBE = f"""
@@ -178,7 +179,7 @@ def parser_accepts(*options: str) -> bool:
 
 def stored_checks_accept(*options: str) -> bool:
     try:
-        schema.check("fit", ["--config", str(REPO / "rerank" / "configs" / "cranfield.yaml"), *options])
+        schema.check("fit", resolve_configs(["--config", "cranfield.yaml", *options]))
     except ValueError:
         return False
     return True

@@ -23,7 +23,7 @@ from rerank.training.batches import TrainingBatch
 from rerank.training.lightning_module import RerankModule
 
 STUDY = load_script("loss_study")
-RECIPE = yaml.safe_load((REPO / "rerank" / "configs" / "cranfield.yaml").read_text())["model"]
+RECIPE = yaml.safe_load((REPO / "rerank" / "configs" / "recipes" / "default.yaml").read_text())["model"]
 
 
 @pytest.mark.parametrize("head", STUDY.HEADS)

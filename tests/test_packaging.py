@@ -34,8 +34,10 @@ def test_the_wheel_holds_every_shipped_config_and_marks_the_package_typed(wheel:
     assert wheel.name.startswith(f"{DISTRIBUTION.replace('-', '_')}-{rerank.__version__}-")
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {path.relative_to(REPO).as_posix() for path in (REPO / "rerank" / "configs").rglob("*.yaml")}
-    assert {"rerank/configs/cranfield.yaml", "rerank/configs/robust04.yaml", "rerank/configs/losses/hinge.yaml",
-            "rerank/configs/clicks/dla.yaml", "rerank/configs/transfer/msmarco-pretrain.yaml"} <= shipped
+    assert {"rerank/configs/recipes/default.yaml", "rerank/configs/collections/cranfield.yaml",
+            "rerank/configs/collections/robust04.yaml", "rerank/configs/losses/hinge.yaml",
+            "rerank/configs/hardware/gpu.yaml", "rerank/configs/recipes/clicks/dla.yaml",
+            "rerank/configs/recipes/transfer/msmarco-pretrain.yaml"} <= shipped
     assert shipped <= names
     assert "rerank/py.typed" in names and not any(name.startswith(("tests/", "scripts/", "docs/")) for name in names)
 

@@ -188,7 +188,7 @@ def test_the_click_scripts(workdir: Path, tmp_path: Path) -> None:
 
 def test_the_stage_curve_and_the_reference_rankings(workdir: Path, tmp_path: Path) -> None:
     bm25, reversed_ = str(workdir / "bm25.run"), str(workdir / "reversed.run")
-    script("plot_stage_curve.py", "--config", "rerank/configs/cranfield.yaml", "--out", str(tmp_path / "curve.png"),
+    script("plot_stage_curve.py", "--config", "cranfield.yaml", "--out", str(tmp_path / "curve.png"),
            "--curve", "reversed then bm25", f"10={reversed_}", f"20={bm25}", "--line", f"BM25={bm25}")
     assert (tmp_path / "curve.png").stat().st_size > 1000
     printed = script("reference_rankings.py", "--run", bm25, "--config", "cranfield", "--depth", "5", "--seeds", "2",

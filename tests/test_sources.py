@@ -524,14 +524,14 @@ def merged_config(*names: str, capsys: pytest.CaptureFixture) -> dict:
     return yaml.safe_load(capsys.readouterr().out)
 
 
-STACKED = ("clicks", "losses")
+STACKED = ("recipes/clicks", "losses", "hardware")
 """Config folders whose files stack on the default (cranfield.yaml), beside the ablation study's (:data:`ABLATION`)."""
 ABLATION = REPO / "scripts" / "studies" / "ablation" / "configs"
 """The configs of the ablation study (docs/experiments/README.md), each stacked on the default."""
 
 
 @pytest.mark.parametrize("name", ["cranfield", "transfer/nfcorpus-to-cranfield", "transfer/finetune-from-export",
-                                  "transfer/msmarco-pretrain",
+                                  "transfer/msmarco-pretrain", "scifact",
                                   *(f"{folder}/{path.stem}" for folder in STACKED for path in
                                     sorted((REPO / "rerank" / "configs" / folder).glob("*.yaml"))),
                                   *(str(path) for path in sorted(ABLATION.glob("*.yaml")))])
@@ -669,7 +669,7 @@ def test_the_ablations_keep_the_recipes_they_were_measured_with(capsys: pytest.C
 
 def test_the_click_configs_keep_the_recipe_they_were_measured_with(capsys: pytest.CaptureFixture) -> None:
     one_epoch = merged_config("cranfield", f"{ABLATION}/one-epoch.yaml", capsys=capsys)
-    for name in sorted((Path(__file__).parents[1] / "rerank" / "configs" / "clicks").glob("*.yaml")):
+    for name in sorted((Path(__file__).parents[1] / "rerank" / "configs" / "recipes" / "clicks").glob("*.yaml")):
         clicks = merged_config("cranfield", f"clicks/{name.stem}", capsys=capsys)
         assert (clicks["pretrain"], clicks["trainer"], clicks["model"]["tokenization"]) == (
             one_epoch["pretrain"], one_epoch["trainer"], one_epoch["model"]["tokenization"]), name

@@ -126,13 +126,14 @@ class Evaluator(pl.Callback):
             if teacher.bi_encoder is not None:
                 report["teacher_bi_encoder"] = self._evaluate(teacher.bi_encoder, qrels)
                 runs["test.teacher_bi_encoder"] = teacher.bi_encoder
-        if self.selection.interpolate and module.interpolation_weight is not None:
-            weight = module.interpolation_weight
+        chosen = module.selection
+        if self.selection.interpolate and chosen.interpolation_weight is not None:
+            weight = chosen.interpolation_weight
             runs["test.interpolated"] = interpolate(reranker, first_stage, weight)
             report["interpolated"] = {"w": weight, **self._evaluate(runs["test.interpolated"], qrels)}
-        if self.selection.interpolate and module.fusion_weights is not None and teacher is not None:
-            runs["test.fused"] = fuse([reranker, teacher.scores, first_stage], module.fusion_weights)
-            report["fused"] = {**{f"w_{name}": w for name, w in zip(FUSED, module.fusion_weights)},
+        if self.selection.interpolate and chosen.fusion_weights is not None and teacher is not None:
+            runs["test.fused"] = fuse([reranker, teacher.scores, first_stage], chosen.fusion_weights)
+            report["fused"] = {**{f"w_{name}": w for name, w in zip(FUSED, chosen.fusion_weights)},
                                **self._evaluate(runs["test.fused"], qrels)}
         for name, run in runs.items():
             self._write(trainer, pl_module, run, name)

@@ -14,6 +14,7 @@ they build the classes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,17 +29,13 @@ from ..callbacks.evaluator import Evaluator
 from ..callbacks.progress import progress_callbacks
 from ..callbacks.resumable import Resumable
 from ..config.pretrain import PretrainConfig
-from ..config.source import as_source_configs
-from ..config.tokenization import TokenizationConfig
 from ..core.checks import check_range
 from ..core.run_directory import RunDirectory
-from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
-from ..model.sizing import size_tokenization
+from ..data.pseudo_queries import PseudoQueryConfig
 from ..training.checkpoint_io import AtomicCheckpointIO
 from ..training.datamodule import RerankDataModule
 from ..training.lightning_module import RerankModule
-from ..training.precision import effective_precision
+from ..training.resolution import RunOptions, resolve, typed
 from .configs import resolve_configs
 from .schema import refuse_replacements
 
@@ -54,12 +51,13 @@ class RerankCLI(LightningCLI):
         description: the command's one-line description.
         arguments: adds the command's own options to the parser.
         instantiate: build the model, data module and Trainer (``fit``, ``predict``) or only parse.
+        trains: the command trains (``fit``): the stage's options are resolved too.
     """
 
     def __init__(self, args: list[str], prog: str, description: str,
                  arguments: Callable[[LightningArgumentParser], None] | None = None,
-                 instantiate: bool = True) -> None:
-        self._command_arguments, self._instantiate = arguments, instantiate
+                 instantiate: bool = True, trains: bool = False) -> None:
+        self._command_arguments, self._instantiate, self._trains = arguments, instantiate, trains
         refuse_replacements(resolve_configs(args))
         super().__init__(RerankModule, RerankDataModule, args=resolve_configs(args), run=False,
                          save_config_callback=None, seed_everything_default=42, auto_configure_optimizers=False,
@@ -93,34 +91,40 @@ class RerankCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         """Before anything is built (the classes check their own options; the checks that span model and data are
-        :mod:`rerank.training.head_checks`'): the precision the Trainer runs in on this machine
-        (:mod:`rerank.training.precision`) and the ``auto`` lengths sized from the collection
-        (:mod:`rerank.model.sizing`)."""
+        :mod:`rerank.training.head_checks`'): every ``auto`` resolved, once (:mod:`rerank.training.resolution`),
+        and written into the parsed config, which the run's ``config.yaml`` is made from."""
         config = self.config
         check_range("trainer.accumulate_grad_batches", config.trainer.accumulate_grad_batches, 1)
-        if self._instantiate:
-            config.trainer.precision = effective_precision(config.trainer.precision, config.trainer.accelerator)
-            self._size_tokenization()
-
-    def _size_tokenization(self) -> None:
-        """``model.tokenization``'s ``auto`` lengths -> numbers (:mod:`rerank.model.sizing`), once, for the model
-        and the data alike; rows read about what the teacher of the first source with one reads."""
-        config = self.config
-        tokenization = _plain(config.model.tokenization)
-        if not tokenization or TokenizationConfig(**tokenization).resolved:
+        if not self._instantiate:
             return
-        collection = Collection(as_collection_config(_plain(config.data.collection) or {}, "data.collection"))
-        sources = as_source_configs([_plain(item) for item in config.data.train or []], "data.train")
-        teacher = next((source.teacher for source in sources if source.teacher is not None), None)
-        sized = size_tokenization(TokenizationConfig(**tokenization), config.model.model_name,
-                                  collection.queries.values(), collection.documents, collection.name,
-                                  teacher.max_length - 2 if teacher is not None else None)
-        for section in (config.model, config.data):
-            section.tokenization = Namespace(dataclasses.asdict(sized))
+        self.options = resolve(config.as_dict(), stage=self._trains)
+        config.trainer.precision = self.options.precision
+        config.model.speedups = self.options.speedups
+        if self.options.tokenization is not None:
+            for section in (config.model, config.data):
+                section.tokenization = Namespace(dataclasses.asdict(self.options.tokenization))
+        for sources, resolved in ((config.data.train, self.options.train),
+                                  (config.pretrain.train if config.pretrain and self._trains else None,
+                                   self.options.stage)):
+            for index, source in enumerate(sources or []):
+                if source and source.get("pseudo") is not None:
+                    source["pseudo"] = _plain_pseudo(resolved[index].pseudo)
 
     def instantiate_classes(self) -> None:
-        if self._instantiate:
-            super().instantiate_classes()
+        """The model, the data module (given the typed collection and sources) and the Trainer."""
+        if not self._instantiate:
+            return
+        given = self.config.clone()
+        given.data.collection, given.data.train = self.options.collection, self.options.train
+        self.config_init = self.parser.instantiate(given)
+        self.datamodule = self._get(self.config_init, "data")
+        self.model = self._get(self.config_init, "model")
+        self.trainer = self.instantiate_trainer()
+
+    @functools.cached_property
+    def run_options(self) -> RunOptions:
+        """The run's collection and sources, typed (resolved where the command builds the classes)."""
+        return self.options if self._instantiate else typed(self.config.as_dict())
 
     def instantiate_trainer(self, **kwargs: Any) -> Trainer:
         """The Trainer, writing checkpoints crash-safely (:mod:`rerank.training.checkpoint_io`) unless told
@@ -143,6 +147,13 @@ class RerankCLI(LightningCLI):
             return cls(**(value or {}))
         except (TypeError, ValueError) as error:
             raise ValueError(f"{key}: {error}") from None
+
+
+def _plain_pseudo(pseudo: PseudoQueryConfig) -> dict[str, Any]:
+    """Sized pseudo-queries as a config writes them (``lengths`` a list)."""
+    values = dataclasses.asdict(pseudo)
+    values["lengths"] = list(values["lengths"])
+    return values
 
 
 def _plain(value: Any) -> Any:

@@ -20,7 +20,6 @@ from rich.console import Console
 from ..core.logs import configure_logging, keep_log
 from ..core.run_directory import RunDirectory
 from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
 from ..data.trec import read_run
 from ..evaluation.measures import evaluate
 from ..first_stage import FirstStageConfig, write_first_stage_run
@@ -35,7 +34,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     configure_logging(hold=True)
     cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank bm25", description=DESCRIPTION,
                     instantiate=False)
-    collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
+    collection = Collection(cli.run_options.collection)
     first_stage = cli.option("data.first_stage", FirstStageConfig) or FirstStageConfig()
     directory = RunDirectory(Path(cli.config.output_dir))
     qrels = collection.qrels  # read (and checked) before the retrieval, which can take long

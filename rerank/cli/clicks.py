@@ -33,7 +33,6 @@ from ..core.logs import configure_logging
 from ..core.run_directory import RunDirectory
 from ..data.candidates import read_candidates
 from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
 from ..data.folds import FoldsConfig
 from ..first_stage import FirstStageConfig, write_first_stage_run
 from .arguments import RerankCLI, add_run_option, run_shortcut
@@ -56,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     cli = RerankCLI(run_shortcut(sys.argv[1:] if argv is None else argv), prog="rerank clicks",
                     description=DESCRIPTION, arguments=_arguments, instantiate=False)
     config = cli.option("clicks", ClickSimulationConfig)
-    collection_config = as_collection_config(cli.option("data.collection"), "data.collection")
+    collection_config = cli.run_options.collection
     collection = Collection(collection_config)
     qrels, query_ids = judged_queries(collection, cli.option("data.folds", FoldsConfig) or FoldsConfig(),
                                       config.queries)

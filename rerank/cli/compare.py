@@ -24,7 +24,6 @@ from ..core.figures import save_figure
 from ..core.logs import configure_logging
 from ..core.run_directory import FUSIONS, CrossValidationDirectory
 from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
 from ..data.trec import Qrels, Run, read_qrels, read_run
 from ..evaluation.measures import evaluate, paired_p, parse_measure
 from .arguments import RerankCLI
@@ -176,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if config.qrels:
         qrels = read_qrels(config.qrels)
     else:
-        qrels = Collection(as_collection_config(cli.option("data.collection"), "data.collection")).qrels
+        qrels = Collection(cli.run_options.collection).qrels
     loaded = load_systems(config.systems)
     report = compare({name: system_run for name, (system_run, _) in loaded.items()}, qrels, config.alpha)
     table = markdown(report)

@@ -33,7 +33,6 @@ from ..core.errors import UserError
 from ..core.logs import configure_logging, keep_log
 from ..core.run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
 from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
 from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, restrict, write_run
 from ..evaluation.measures import evaluate, paired_p
@@ -176,7 +175,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 raise UserError(f"fold {fold} failed (exit {code}; its error is above); mend it and rerun "
                                 "the same command to resume")
             stage = stage or stage_steps(directory)
-        collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
+        collection = Collection(cli.run_options.collection)
         measure = cli.config.evaluation.selection.measure
         judged = judged_test_queries(folds_config, folds, collection.qrels)
         report = summarise(folder, folds, judged, measure)

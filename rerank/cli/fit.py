@@ -33,7 +33,6 @@ from typing import Any
 
 from lightning.pytorch.cli import LightningArgumentParser
 
-from ..config.source import as_source_configs
 from ..core.run_directory import Metrics, RunDirectory
 from ..ranker.deployment import Deployment
 from ..training.fitting import FitParts, FitResult, fit
@@ -71,17 +70,16 @@ def fit_from_arguments(arguments: list[str]) -> FitResult | None:
     from ..core.logs import configure_logging
 
     configure_logging(hold=True)
-    cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments)
+    cli = RerankCLI(arguments, prog="rerank fit", description=DESCRIPTION, arguments=_arguments, trains=True)
     trainer, model, data = cli.trainer, cli.model, cli.datamodule
-    stage = as_source_configs(cli.config_init.pretrain.train, "pretrain.train") if cli.config_init.pretrain else []
-    model.check_data(data.list_size, {"data.train": data.sources, "pretrain.train": stage})  # before any work
+    model.check_data(data.list_size, {"data.train": data.sources, "pretrain.train": cli.run_options.stage})
     changes = recipe_changes(cli.config.as_dict())
     for change in changes:
         logger.warning("the recipe is changed by %s", change)
     options = cli.config.as_dict()
 
     def config(stage_steps: int | None) -> str:
-        if stage_steps is not None:
+        if stage_steps is not None:  # pretrain.max_steps: auto, resolved
             cli.config.pretrain.max_steps = stage_steps
         return cli.parser.dump(cli.config)
 

@@ -22,7 +22,6 @@ from ..core.atomic import atomic_write
 from ..core.logs import configure_logging
 from ..data.candidates import read_candidates
 from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
 from ..data.folds import FoldsConfig
 from .arguments import RerankCLI
 from .failures import run
@@ -44,7 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     cli = RerankCLI(sys.argv[1:] if argv is None else argv, prog="rerank interleave", description=DESCRIPTION,
                     arguments=_arguments, instantiate=False)
     config = cli.option("clicks", ClickSimulationConfig)
-    collection = Collection(as_collection_config(cli.option("data.collection"), "data.collection"))
+    collection = Collection(cli.run_options.collection)
     qrels, query_ids = judged_queries(collection, cli.option("data.folds", FoldsConfig) or FoldsConfig(),
                                       config.queries)
     queries = collection.queries

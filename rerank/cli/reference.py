@@ -15,7 +15,8 @@ INTRO = """# Configuration reference
 
 Every option of a config file (or of the command line, spelled as in the YAML: `--data.folds.test 2`), by section,
 with its default and what it does. Made from the options' classes by `python -m rerank.cli.reference`; the shipped
-configs (`cranfield.yaml`, `robust04.yaml`, ...) set the recipe's own values over these defaults. `rerank <command>
+configs ([below](#shipped-configs): `cranfield.yaml`, `robust04.yaml`, ...) set the recipe's own values over these
+defaults. `rerank <command>
 --help-all` lists the Trainer's options (`trainer:`) and the checkpoints' (`checkpoint:`, `last_checkpoint:`), which
 are Lightning's.
 """
@@ -64,7 +65,35 @@ def markdown() -> str:
         described = _described(cls)
         for name, default in _options(cls):
             parts.append(f"| `{name}` | {_default(default)} | {described.get(name, '')} |")
-    return "\n".join(parts) + "\n"
+    return "\n".join(parts + _shipped()) + "\n"
+
+
+def _shipped() -> list[str]:
+    """The shipped configs, by role, each with the first sentence of its opening comment."""
+    from .configs import COMPOSED, CONFIG_DIR, ROLES, resolve_config_paths
+
+    lines = ["\n## Shipped configs\n",
+             "`--config NAME` finds these by name (`--config default.yaml`, `--config clicks/naive.yaml`); "
+             "stack them, later files winning.\n", "| name | stacks | what it is |", "|---|---|---|"]
+    lines += [f"| `{name}` | {' + '.join(f'`{part}`' for part in parts)} | a recipe on a collection |"
+              for name, parts in COMPOSED.items()]
+    for role in ROLES:
+        for path in sorted((CONFIG_DIR / role).rglob("*.yaml")):
+            short = path.relative_to(CONFIG_DIR / role).as_posix()
+            name = short if resolve_config_paths(short) == [path] else path.relative_to(CONFIG_DIR).as_posix()
+            lines.append(f"| `{name}` | `{role}/` | {_opening(path)} |")
+    return lines
+
+
+def _opening(path: Any) -> str:
+    """The first sentence of a config file's opening comment."""
+    comment = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        comment.append(line.lstrip("# ").strip())
+    text = " ".join(part for part in comment if part)
+    return _plain(re.split(r"(?<=\.)\s(?=[A-Z`-])", text, maxsplit=1)[0].rstrip(":.")).replace("`", "")
 
 
 def _options(cls: Callable[..., Any]) -> list[tuple[str, Any]]:

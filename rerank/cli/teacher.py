@@ -22,7 +22,6 @@ from ..config.teacher import TeacherConfig
 from ..core.logs import configure_logging, keep_log
 from ..core.run_directory import Metrics, RunDirectory
 from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
 from ..data.trec import read_run, top_k, write_run
 from ..evaluation.measures import evaluate
 from ..first_stage import FirstStageConfig, write_first_stage_run
@@ -45,7 +44,7 @@ def main(argv: list[str] | None = None) -> Metrics:
     configure_logging(hold=True)
     cli = RerankCLI(run_shortcut(sys.argv[1:] if argv is None else argv), prog="rerank teacher",
                     description=DESCRIPTION, arguments=_arguments, instantiate=False)
-    config = as_collection_config(cli.option("data.collection"), "data.collection")
+    config = cli.run_options.collection
     collection = Collection(config)
     qrels = collection.qrels if collection.has_qrels else None  # read (and checked) before any scoring
     directory = RunDirectory(Path(cli.config.output_dir))

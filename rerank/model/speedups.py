@@ -60,7 +60,7 @@ AUTO = ("cls_only_last_layer", "cheap_dropout")
 """``model.speedups: auto``: those measured faster on the CPU (docs/experiments/benchmarks.md). ``unpadded`` is not
 among them: on a GPU it was faster only with many short rows a step (``scripts/benchmarks/bench_gpu.py`` part 7)."""
 AUTO_ON_GPU = ("fused_adamw",)
-"""What ``auto`` adds on a GPU, where the optimizer is made: ``fused_adamw``, exact, and faster than AdamW's default
+"""What ``auto`` adds on a GPU (:func:`for_accelerator`): ``fused_adamw``, exact, and faster than AdamW's default
 in every workload of ``scripts/benchmarks/bench_gpu.py`` part 7 (BERT-base on an H200: 990 against 964 sequences/s at
 512 tokens, 1,675 against 1,345 at MS MARCO's lengths). The other GPU levers stay opt-in (docs/training.md)."""
 MODES = ("auto", "off")
@@ -96,11 +96,17 @@ def resolve(speedups: str | Sequence[str]) -> tuple[str, ...]:
     return tuple(name for name in SPEEDUPS if name in speedups)
 
 
-def for_optimizer(applied: Sequence[str], requested: str | Sequence[str], device: torch.device) -> list[str]:
-    """The speed-ups the optimizer is made with: those :func:`enable` applied, and with ``auto`` on a GPU
-    :data:`AUTO_ON_GPU` too (the device is known only once the model is on it)."""
-    extra = AUTO_ON_GPU if requested == "auto" and device.type == "cuda" else ()
-    return [name for name in SPEEDUPS if name in applied or name in extra]
+def for_accelerator(speedups: str | Sequence[str], accelerator: object) -> tuple[str, ...]:
+    """The names that a ``model.speedups`` value enables on ``accelerator`` (``trainer.accelerator``): with ``auto``,
+    :data:`AUTO`, and on a GPU :data:`AUTO_ON_GPU` too; else as :func:`resolve` gives them.
+
+    Raises:
+        ValueError: a value or name that is none of these.
+    """
+    names = resolve(speedups)
+    gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    extra = AUTO_ON_GPU if speedups == "auto" and gpu else ()
+    return tuple(name for name in SPEEDUPS if name in names or name in extra)
 
 
 def enable(model: PreTrainedModel, names: Sequence[str] = AUTO) -> list[str]:

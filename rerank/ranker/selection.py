@@ -24,8 +24,9 @@ in a fit or out of one.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..config.selection import EPOCHS, RANKERS, SelectionRules
 from ..config.teacher import TeacherConfig
@@ -68,6 +69,19 @@ class Selection:
     interpolation_weight: float | None
     fusion_weights: tuple[float, ...] | None
     deployment: Deployment = field(default_factory=Deployment)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain values, as checkpoints store them."""
+        return {"figures": dict(self.figures), "interpolation_weight": self.interpolation_weight,
+                "fusion_weights": None if self.fusion_weights is None else list(self.fusion_weights),
+                "deployment": self.deployment.as_dict()}
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], where: str) -> Selection:
+        """A selection from :meth:`as_dict`'s values; ``where`` (the file) names it in errors."""
+        weights = values["fusion_weights"]
+        return cls(dict(values["figures"]), values["interpolation_weight"],
+                   None if weights is None else tuple(weights), Deployment.from_dict(values["deployment"], where))
 
 
 @dataclass(frozen=True)

@@ -142,6 +142,11 @@ class RerankDataModule(pl.LightningDataModule):
                              "retrieves")
         self.folds_config = folds or FoldsConfig()
         self.sources = as_source_configs(train or [{}], "data.train")
+        for index, source in enumerate(self.sources):
+            if source.pseudo is not None and not source.pseudo.sized:
+                raise ValueError(f"data.train[{index}].pseudo: max_words auto and lengths queries are sized from the "
+                                 "collection's queries first (rerank.training.resolution; the commands do it): give "
+                                 "numbers here")
         if model_name is None:
             raise ValueError(MODEL_NAME)
         self.model_name, self.directory = model_name, RunDirectory(Path(output_dir))

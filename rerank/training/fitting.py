@@ -32,7 +32,7 @@ from ..core.run_directory import Metrics, RunDirectory, read_json, write_json
 from ..inference.export import card_metrics, export
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
-from .pretraining import pretrain
+from .pretraining import plan_stage, pretrain
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class FitParts:
         model: the module to train.
         data: its data module.
         trainer: the Trainer (with the ``evaluation:`` and checkpoint callbacks).
-        config: the run's ``config.yaml``, given the stage's steps once ``auto`` resolved them (None: as written).
+        config: the run's ``config.yaml``, every value resolved, given the stage's steps (None: no stage).
         digest: the config's digest, without what a re-run may change (``ckpt_path``).
         best_checkpoint: the best checkpoint's path, once training is done.
         pretrain: the judgment-free stage (None: none).
@@ -132,14 +132,16 @@ def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
     trainer, model, data, directory = parts.trainer, parts.model, parts.data, parts.directory
     if trainer.is_global_zero:
         keep_log(directory.root)
-        with atomic_write(directory.config) as handle:
-            handle.write(parts.config(None))
+    stage = None
     if parts.pretrain is not None:
         with preemption.phase("the judgment-free stage"):
-            stage = pretrain(parts.pretrain, model, data, parts.trainer_options, parts.seed, trainer.loggers)
-        if stage.max_steps != parts.pretrain.max_steps and trainer.is_global_zero:
-            with atomic_write(directory.config) as handle:  # the steps auto chose: a rerun trains the same
-                handle.write(parts.config(stage.max_steps))
+            stage = plan_stage(parts.pretrain, model, data, parts.trainer_options, parts.seed)
+    if trainer.is_global_zero:  # every value resolved, the stage's steps too: a re-run trains the same
+        with atomic_write(directory.config) as handle:
+            handle.write(parts.config(None if stage is None else stage.config.max_steps))
+    if stage is not None:
+        with preemption.phase("the judgment-free stage"):
+            pretrain(stage, model, data, parts.seed, trainer.loggers)
     with preemption.phase("the training folds"):
         # checkpoints hold tensors and plain values only: loaded without unpickling arbitrary objects
         trainer.fit(model, datamodule=data, ckpt_path=ckpt_path, weights_only=True)

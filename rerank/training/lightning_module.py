@@ -83,9 +83,10 @@ class RerankModule(pl.LightningModule):
         encoder_dropout: the encoder's dropout (hidden states and attention probabilities; default: the model's).
         freeze_embeddings: train the encoder above its embeddings only (they keep the loaded weights).
         gradient_checkpointing: recompute encoder activations in the backward pass to save memory.
-        speedups: ``auto`` (the speed-ups of :mod:`rerank.model.speedups` measured faster on a CPU, where they fit
-            the model, and on a GPU the fused AdamW), ``off``, or a list of their names
-            (``[cls_only_last_layer, cheap_dropout, unpadded]``).
+        speedups: a list of the names of :mod:`rerank.model.speedups` (``[cls_only_last_layer, cheap_dropout,
+            unpadded]``), each applied where it fits the model; ``off``: none; ``auto``: those measured faster for
+            the accelerator, which the commands resolve before the module is built
+            (:mod:`rerank.training.resolution`; built directly, as on a CPU).
         forward_chunk_size: encode a batch's rows in length-sorted chunks of this many, each cut to its longest
             row (less padding; None: the whole batch at once).
         optimizer: AdamW's learning rates, weight decay and warmup
@@ -117,7 +118,11 @@ class RerankModule(pl.LightningModule):
         self.save_hyperparameters()
         _check_options(self.hparams)
         names = speedups_module.resolve(speedups)
-        self.loss, self.teacher_loss, self.click_loss = _heads(self.hparams)
+        self.loss = build_loss(loss, **(loss_args or {}))
+        self.teacher_loss = _ungraded("model.teacher_loss", teacher_loss, build_loss(teacher_loss, **(
+            teacher_loss_args or {})), "a distillation head: distill_listnet, distill_ranknet or margin_mse")
+        self.click_loss = _ungraded("model.click_loss", click_loss, build_loss(click_loss, **(click_loss_args or {})),
+                                    "a click head: click_softmax, click_bce or dla")
         if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
             tokenization = TokenizationConfig(**tokenization)
         self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization,
@@ -131,10 +136,9 @@ class RerankModule(pl.LightningModule):
         self.optimizer_settings = optimizer
         self.hparams["optimizer"] = dataclasses.asdict(optimizer)  # plain values in checkpoints
         self.speedups = speedups_module.enable(self.model.model, names)
-        self.interpolation_weight: float | None = None
-        self.fusion_weights: tuple[float, ...] | None = None
-        self.deployment = Deployment()
-        """The ranker chosen on the latest validation (kept in checkpoints): what the export deploys."""
+        self.selection = Selection({}, None, None)
+        """What the latest validation chose (kept in checkpoints): the deployed ranker, which the export deploys, and
+        the interpolation's and the fusion's weights, which the test applies."""
         self.validation_run: Run = {}
         """The re-ranker's run on the latest validation, which ``deployment`` was chosen on (kept in checkpoints):
         the test writes the tested checkpoint's as ``runs/validation.run``."""
@@ -203,7 +207,6 @@ class RerankModule(pl.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW and its linear schedule (:mod:`rerank.training.optimizer`: with ``bf16_weights``, the model's weights
         are cast to bfloat16 here, its float32 masters kept by the optimizer)."""
-        self.speedups = speedups_module.for_optimizer(self.speedups, self.hparams.speedups, self.device)
         if "bf16_weights" in self.speedups:
             self.model.to(torch.bfloat16)
         groups = param_groups(self.model, self.model.head_parameters(), (self.loss, self.teacher_loss, self.click_loss),
@@ -220,23 +223,22 @@ class RerankModule(pl.LightningModule):
 
     test_step = predict_step = validation_step
 
+    @property
+    def deployment(self) -> Deployment:
+        """The ranker chosen on the latest validation: what the export deploys."""
+        return self.selection.deployment
+
     def deploy(self, selection: Selection, validation_run: Run) -> None:
-        """Keep what a validation chose (``selection``, on the re-ranker's ``validation_run``): the deployed ranker
-        and the fusions' weights, which the test and the export use, saved with the validation run in checkpoints."""
-        self.interpolation_weight, self.fusion_weights = selection.interpolation_weight, selection.fusion_weights
-        self.deployment, self.validation_run = selection.deployment, validation_run
+        """Keep what a validation chose (``selection``, on the re-ranker's ``validation_run``), which the test and
+        the export use, saved with the validation run in checkpoints."""
+        self.selection, self.validation_run = selection, validation_run
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["interpolation_weight"] = self.interpolation_weight
-        checkpoint["fusion_weights"] = list(self.fusion_weights) if self.fusion_weights is not None else None
-        checkpoint["deployment"] = self.deployment.as_dict()
+        checkpoint["selection"] = self.selection.as_dict()
         checkpoint["validation_run"] = self.validation_run
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        self.interpolation_weight = checkpoint["interpolation_weight"]
-        weights = checkpoint["fusion_weights"]
-        self.fusion_weights = tuple(weights) if weights is not None else None
-        self.deployment = Deployment.from_dict(checkpoint["deployment"], "checkpoint")
+        self.selection = Selection.from_dict(checkpoint["selection"], "checkpoint")
         self.validation_run = checkpoint["validation_run"]
 
 
@@ -252,21 +254,15 @@ def _check_options(options: Mapping[str, Any]) -> None:
             check_range(f"model.{name}", options[name], 0, below=1)
 
 
-def _heads(options: Mapping[str, Any]) -> tuple[RankingLoss, RankingLoss, RankingLoss]:
-    """The qrels, teacher and click heads the options name, each checked to take the targets it will get.
+def _ungraded(option: str, name: str | dict[str, Any], head: RankingLoss, instead: str) -> RankingLoss:
+    """``head``, the one ``option`` names, when it takes targets that are not graded labels.
 
     Raises:
-        ValueError: a graded head named as the teacher's or the clicks' head.
+        ValueError: it takes graded labels (naming ``instead``, the heads to use).
     """
-    heads = tuple(build_loss(options[name], **(options[f"{name}_args"] or {}))
-                  for name in ("loss", "teacher_loss", "click_loss"))
-    if heads[1].graded:
-        raise ValueError(f"model.teacher_loss {options['teacher_loss']!r} takes graded labels; use a distillation "
-                         "head: distill_listnet, distill_ranknet or margin_mse")
-    if heads[2].graded:
-        raise ValueError(f"model.click_loss {options['click_loss']!r} takes graded labels; use a click head: "
-                         "click_softmax, click_bce or dla")
-    return heads
+    if head.graded:
+        raise ValueError(f"{option} {name!r} takes graded labels; use {instead}")
+    return head
 
 
 def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:

@@ -5,7 +5,7 @@ on a CPU). x86 processors with bfloat16 instructions (AVX512-BF16, AMX: Intel si
 AMD since Zen 4) train a MiniLM cross-encoder about 1.5x faster that way than in float32; the others have no
 bfloat16 arithmetic and convert every operand, which makes the same training 3x (AVX-512) to 22x (AVX2) slower than
 float32 (docs/experiments/benchmarks.md, ``scripts/benchmarks/bench_train.py precision``, which emulates such
-processors). A recipe that asks for ``bf16-mixed`` (``rerank/configs/cranfield.yaml`` does) therefore trains in
+processors). A recipe that asks for ``bf16-mixed`` (``rerank/configs/recipes/default.yaml`` does) therefore trains in
 ``32-true`` on such a
 processor, with a warning that names the option, rather than at a fraction of the speed it was budgeted for. Other
 devices (GPUs) and other processor families keep what the config says.

@@ -38,6 +38,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +61,6 @@ from .budget import StagePlan, StepTimer, calibrate, plan_line, planned_steps, r
 from .checkpoint_io import AtomicCheckpointIO
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
-from .sources import sized_pseudo_queries
 from .stage_validation import HeldOutValidation, describe, distillation_loss, hold_out
 
 logger = logging.getLogger(__name__)
@@ -76,23 +76,43 @@ qrels`` or ``both``): a batch without a relevant candidate gives the qrels head 
 teacher targets trains the same weights whatever the head, and is shared by every head (the loss study)."""
 
 
-def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModule, trainer: dict[str, Any],
-             seed: int, loggers: Sequence[Logger] = ()) -> PretrainConfig:
-    """Give ``module`` the stage's weights, from the cache or by training it; returns ``config`` with its steps
-    resolved (``max_steps: auto``, :mod:`rerank.training.budget`, logged in one line). With several rounds,
-    ``data``'s training sources learn from the last round's teacher.
+@dataclass(frozen=True)
+class Stage:
+    """The judgment-free stage as planned, ready to train (:func:`plan_stage`, then :func:`pretrain`).
+
+    Attributes:
+        config: the stage, its steps resolved.
+        sources: its training sources.
+        data: round 1's data module (the main one's collection and settings with the stage's sources).
+        shape: what shapes its weights (the seed among them): their cache key.
+        options: the Trainer options it takes from the fit's.
+        optimizer: its optimizer settings (the model's, unless the stage sets its own).
+        checked: checks the plan's step time against the stage's own (None: the steps were given).
+    """
+
+    config: PretrainConfig
+    sources: list[SourceConfig]
+    data: RerankDataModule
+    shape: list[Any]
+    options: dict[str, Any]
+    optimizer: OptimizerSettings
+    checked: Callable[[StepTimer], None] | None = None
+
+
+def plan_stage(config: PretrainConfig, module: RerankModule, data: RerankDataModule, trainer: dict[str, Any],
+               seed: int) -> Stage:
+    """The stage that ``config`` describes for ``module`` and ``data``, its steps resolved (``max_steps: auto``:
+    :mod:`rerank.training.budget`, on this machine's time per step of ``module``, logged in one line).
 
     Args:
-        config: the stage.
-        module: the module to train (its weights are replaced).
+        config: the stage, its sources' options resolved (:mod:`rerank.training.resolution`).
+        module: the module the stage trains.
         data: the main data module (the stage uses its collection and settings with ``config.train``).
         trainer: the main run's Trainer options (see :data:`TRAINER_OPTIONS`; ``max_epochs`` for the plan).
-        seed: the run's seed, set again after the stage.
-        loggers: the fit's loggers, which get the stage's losses too (under ``stage/``).
+        seed: the run's seed.
     """
     options = {key: trainer[key] for key in TRAINER_OPTIONS if key in trainer}
-    given = as_source_configs(config.train, "pretrain.train")
-    sources = [sized_pseudo_queries(source, data.collection, f"pretrain.train[{i}]") for i, source in enumerate(given)]
+    sources = as_source_configs(config.train, "pretrain.train")
     ignored = ((() if any(source.targets == "clicks" for source in sources) else CLICK_OPTIONS)
                + (() if any(source.targets in ("qrels", "both") for source in sources) else QRELS_OPTIONS))
     model_settings = {key: value for key, value in module.hparams.items() if key not in ignored}
@@ -116,21 +136,36 @@ def pretrain(config: PretrainConfig, module: RerankModule, data: RerankDataModul
         config = dataclasses.replace(config, max_steps=plan.steps)
         checked = functools.partial(recheck, plan, key=shape[1:])
         shape[0] |= {"max_steps": config.max_steps}
+    return Stage(config, sources, stage, shape, options, stage_optimizer, checked)
+
+
+def pretrain(stage: Stage, module: RerankModule, data: RerankDataModule, seed: int,
+             loggers: Sequence[Logger] = ()) -> None:
+    """Give ``module`` the planned stage's weights, from the cache or by training it. With several rounds,
+    ``data``'s training sources learn from the last round's teacher.
+
+    Args:
+        stage: the stage, as :func:`plan_stage` planned it.
+        module: the module to train (its weights are replaced).
+        data: the main data module.
+        seed: the run's seed, set again after the stage.
+        loggers: the fit's loggers, which get the stage's losses too (under ``stage/``).
+    """
+    config, options, shape = stage.config, stage.options, stage.shape
     paths = [cache_path("pretrained", *shape, suffix=".safetensors")] + [
         cache_path("pretrained", *shape, {"round": round_, "student_weight": config.student_weight},
                    suffix=".safetensors") for round_ in range(2, config.rounds + 1)]
     student: str | None = None
-    with _optimizer(module, stage_optimizer):
+    with _optimizer(module, stage.optimizer):
         for round_, path in enumerate(paths, 1):
-            taught = [_taught_by(source, student, config, options) for source in sources]
-            _round(path, module, stage if round_ == 1 else data.with_sources(taught, stage.directory.root), config,
-                   options | {"logger": list(loggers) or False}, f"round {round_} of {config.rounds}", seed,
-                   checked if round_ == 1 else None)
+            taught = [_taught_by(source, student, config, options) for source in stage.sources]
+            _round(path, module, stage.data if round_ == 1 else data.with_sources(taught, stage.data.directory.root),
+                   config, options | {"logger": list(loggers) or False}, f"round {round_} of {config.rounds}", seed,
+                   stage.checked if round_ == 1 else None)
             if round_ < config.rounds:
                 student = _exported(module, path.with_suffix(""))
     data.sources = [_taught_by(source, student, config, options) for source in data.sources]
     pl.seed_everything(seed)
-    return config
 
 
 def _plan(config: PretrainConfig, module: RerankModule, stage: RerankDataModule, options: dict[str, Any],

@@ -42,11 +42,10 @@ from dataclasses import dataclass
 
 from ..clicks.targets import click_targets
 from ..config.source import SourceConfig
-from ..core.checks import AUTO
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection
 from ..data.collection_config import as_collection_config
-from ..data.pseudo_queries import MAX_WORDS, QUERIES, pseudo_queries, sized_to
+from ..data.pseudo_queries import pseudo_queries
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
 from ..teacher.scores import teacher_scores
@@ -76,8 +75,6 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
     collection = context.collection if config.collection is None else Collection(
         as_collection_config(config.collection, f"{where}.collection"))
     name = config.name or f"{where} ({config.queries})"
-    if config.queries == "pseudo":
-        config = sized_pseudo_queries(config, context.collection, where)
     queries, qrels = _queries_and_qrels(config, collection, context, where)
     query_ids = _sample(sorted(queries), config)
     if config.targets == "clicks":
@@ -143,26 +140,6 @@ def _queries_and_qrels(config: SourceConfig, collection: Collection, context: So
     if not judged:
         raise ValueError(f"{where}: {collection.name} has no judged query for qrels targets")
     return judged, qrels
-
-
-def sized_pseudo_queries(config: SourceConfig, collection: Collection, where: str) -> SourceConfig:
-    """``config`` with its pseudo-queries' ``max_words: auto`` and ``lengths: queries`` resolved from
-    ``collection``'s queries (the ones the model is trained for; :func:`rerank.data.pseudo_queries.sized_to`), and
-    said in one line."""
-    if config.pseudo is None or config.pseudo.sized:
-        return config
-    pseudo = sized_to(config.pseudo, collection.queries.values())
-    queries = f"the {len(collection.queries)} queries of {collection.name}"
-    if pseudo.spans:
-        logger.info("%s: pseudo-queries are %s (lengths: queries: %s have a median of more than %d words)", where,
-                    pseudo.describe(), queries, MAX_WORDS)
-    else:
-        why = ([f"lengths: queries: {queries} have a median of at most {MAX_WORDS} words, titles"]
-               if config.pseudo.lengths == QUERIES else [])
-        if config.pseudo.max_words == AUTO:
-            why.append(f"max_words: auto: the longest of {queries}, within {pseudo.min_words} and {MAX_WORDS}")
-        logger.info("%s: pseudo-queries of at most %d words (%s)", where, pseudo.max_words, "; ".join(why))
-    return dataclasses.replace(config, pseudo=pseudo)
 
 
 def _sample(query_ids: list[str], config: SourceConfig) -> list[str]:

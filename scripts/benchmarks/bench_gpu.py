@@ -38,8 +38,8 @@ Parts (each skippable with ``--skip``; each prints its rows as it goes; the JSON
    the levers. Goal: >= 1.5x.
 9. ``scale``: the pending GPU row of docs/experiments/scale.md: a Robust04-shaped collection (``--scale`` of its
    documents, all 250 topics and their judgments in proportion: the same training lists, validation and test as
-   the whole collection), BERT-base's shape with random weights, ``rerank/configs/robust04.yaml``'s fold 1 for
-   ``--scale-epochs`` epochs: the time and peak GPU memory of each phase (first stage and lists, each training
+   the whole collection), BERT-base's shape with random weights, ``robust04.yaml``'s fold 1 for ``--scale-epochs``
+   epochs: the time and peak GPU memory of each phase (first stage and lists, each training
    epoch, each validation, the test), from which the 5-fold protocol's cost follows.
 
 ``--dry-run`` runs every part on the CPU with a tiny random BERT, tiny lists and a few steps (``torch.compile``

@@ -66,6 +66,7 @@ from rerank import (
     FoldsConfig,
     RerankDataModule,
     RerankModule,
+    StepTimer,
     TokenizationConfig,
     TrainingBatch,
     build_loss,
@@ -127,30 +128,20 @@ def training_data(args: argparse.Namespace, output: Path, collection: str = "cra
     return data
 
 
-class StepClock(pl.Callback):
-    """Wall-clock time at the end of every training step."""
-
-    def __init__(self) -> None:
-        self.ends: list[float] = []
-
-    def on_train_batch_end(self, *_: object) -> None:
-        self.ends.append(time.perf_counter())
-
-
 def pairs_per_second(ends: list[float], pairs_per_step: int, warmup: int) -> float:
     return pairs_per_step * (len(ends) - 1 - warmup) / (ends[-1] - ends[warmup])
 
 
 def bench_rerank(args: argparse.Namespace, output: Path, precision: str = "32-true") -> float:
     pl.seed_everything(0)
-    clock = StepClock()
+    clock = StepTimer()
     module = RerankModule(model_name=args.model, loss="listnet", forward_chunk_size=args.chunk or None,
                           speedups=args.speedups, tokenization=tokenization(args))
     trainer = pl.Trainer(accelerator="gpu" if args.device == "cuda" else "cpu", devices=1, precision=precision,
                          max_steps=args.steps, limit_val_batches=0, logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, callbacks=[clock])
     trainer.fit(module, datamodule=data_module(args, output))
-    return pairs_per_second(clock.ends, args.list_size, args.warmup)
+    return pairs_per_second(clock.times, args.list_size, args.warmup)
 
 
 def training_batches(args: argparse.Namespace, output: Path, count: int) -> list[TrainingBatch]:

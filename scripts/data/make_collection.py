@@ -30,7 +30,7 @@ higher the grade, so that BM25 and a model have something to find without findin
 - 8,841,823 passages of about 56 words (log-normal, median 52), no titles;
 - 808,731 training queries of about 6 words, each with one relevant passage (6 % with two), and a dev set of 6,980
   queries (``queries.dev.tsv``, ``qrels.dev.txt``); ``pretrain.yaml`` points the stage of
-  rerank/configs/transfer/msmarco-pretrain.yaml at them.
+  rerank/configs/recipes/transfer/msmarco-pretrain.yaml at them.
 
 What the tests use are the same shapes at small sizes (``--scale``).
 """

@@ -2,7 +2,7 @@
 # The ablation of docs/experiments/README.md: on Cranfield, 5 folds, the same candidates (BM25 top 30) and model (MiniLM),
 # qrels only (the recipe of earlier releases) / + pseudo-queries / + teacher distillation (distill) / all (the
 # default of earlier releases), each pure and interpolated with BM25, beside BM25 and the bi-encoder teacher, then
-# the default recipe of rerank/configs/cranfield.yaml (default); then the report.
+# the default recipe of rerank/configs/recipes/default.yaml (default); then the report.
 # Resumable: rerun to finish (finished folds and cached stages are reused).
 #   HF_HOME=../shared/hf_home HF_HUB_OFFLINE=1 IR_DATASETS_HOME=... bash scripts/studies/ablation/cranfield_ablation.sh runs/ablation
 set -euo pipefail

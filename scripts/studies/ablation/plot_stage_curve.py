@@ -18,9 +18,8 @@ import argparse
 from pathlib import Path
 
 import matplotlib
-import yaml
 
-from rerank import Collection, as_collection_config, evaluate, read_run, save_figure
+from rerank import Collection, as_collection_config, config_settings, evaluate, read_run, save_figure
 
 MEASURE = "nDCG@10"
 
@@ -40,7 +39,7 @@ def main() -> None:
                         help="a curve's label, then its points")
     parser.add_argument("--line", type=labelled, action="append", default=[], metavar="LABEL=RUN")
     arguments = parser.parse_args()
-    section = yaml.safe_load(Path(arguments.config).read_text(encoding="utf-8"))["data"]["collection"]
+    section = config_settings(arguments.config)["data"]["collection"]
     qrels = Collection(as_collection_config(section, f"{arguments.config}: data.collection")).qrels
 
     def score(run: str) -> float:

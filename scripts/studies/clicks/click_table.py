@@ -21,17 +21,16 @@ import statistics
 import sys
 from pathlib import Path
 
-import yaml
 from scipy import stats
 
 from rerank import (
     Collection,
     CrossValidationDirectory,
     as_collection_config,
+    config_settings,
     evaluate,
     ranked,
     read_run,
-    resolve_config_path,
 )
 
 LEARNT = re.compile(r"propensities learnt by model\.click_loss, ranks 1 to \d+: ([0-9., ]+)")
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
                         "those had been re-ranked)")
     parser.add_argument("--json", type=Path, help="also write the table as JSON")
     args = parser.parse_args(argv)
-    settings = yaml.safe_load(resolve_config_path(args.config).read_text(encoding="utf-8"))
+    settings = config_settings(args.config)
     collection = Collection(as_collection_config(settings["data"]["collection"], "data.collection"))
     references, systems = _named(args.reference), _named(args.system)
     first = next(iter({**references, **systems}.values()))

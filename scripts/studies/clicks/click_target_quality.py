@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import yaml
-
-from rerank import ClickTargetConfig, Collection, as_collection_config, click_targets, evaluate, resolve_config_path
+from rerank import ClickTargetConfig, Collection, as_collection_config, click_targets, config_settings, evaluate
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -26,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--eta", type=float, required=True, help="the position-based model's eta, for ips")
     parser.add_argument("--clip", type=float, nargs="+", default=[0.01])
     args = parser.parse_args(argv)
-    settings = yaml.safe_load(resolve_config_path(args.config).read_text(encoding="utf-8"))
+    settings = config_settings(args.config)
     qrels = Collection(as_collection_config(settings["data"]["collection"], "data.collection")).qrels
     estimators = [("naive", ClickTargetConfig(log=str(args.log), estimator="naive"))] + [
         (f"ips, eta {args.eta}, clip {clip}", ClickTargetConfig(log=str(args.log), eta=args.eta, clip=clip))

@@ -17,18 +17,16 @@ import argparse
 import json
 from pathlib import Path
 
-import yaml
-
 from rerank import (
     ClickModelConfig,
     ClickSimulationConfig,
     Collection,
     as_collection_config,
+    config_settings,
     evaluate,
     interleave,
     read_candidates,
     read_run,
-    resolve_config_path,
 )
 
 
@@ -44,7 +42,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    settings = yaml.safe_load(resolve_config_path(args.config).read_text(encoding="utf-8"))
+    settings = config_settings(args.config)
     collection = Collection(as_collection_config(settings["data"]["collection"], "data.collection"))
     qrels, queries = collection.qrels, collection.queries
     files = dict(item.split("=", 1) for item in args.run)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The loss heads compared on Cranfield (docs/experiments/results.md): BM25, then 5-fold cross-validation of MiniLM with
-# pairwise hinge, SmoothI-NDCG, SoftNDCG, LambdaRank and ListNet under one budget (rerank/configs/cranfield.yaml at the
+# pairwise hinge, SmoothI-NDCG, SoftNDCG, LambdaRank and ListNet under one budget (rerank/configs/recipes/default.yaml at the
 # demo's size, demo.yaml: rows of 128 tokens and a 500-step stage; 1 epoch, BM25 top 20), then the comparison
 # report. Resumable: rerun to finish.
 #   HF_HOME=../shared/hf_home HF_HUB_OFFLINE=1 IR_DATASETS_HOME=... bash scripts/studies/comparison/cranfield_comparison.sh runs/cv

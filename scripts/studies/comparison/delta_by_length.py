@@ -21,7 +21,7 @@ import numpy as np
 import yaml
 from scipy import stats
 
-from rerank import Collection, as_collection_config, evaluate, ranked, read_run, resolve_config_path
+from rerank import Collection, as_collection_config, config_settings, evaluate, ranked, read_run
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     from transformers import AutoTokenizer
 
-    settings = yaml.safe_load(resolve_config_path(args.config).read_text(encoding="utf-8"))
+    settings = config_settings(args.config)
     given = yaml.safe_load(args.collection) if args.collection else settings["data"]["collection"]
     collection = Collection(as_collection_config(given, "--collection" if args.collection else "data.collection"))
     tokenizer = AutoTokenizer.from_pretrained(settings["model"]["model_name"])
