@@ -37,6 +37,22 @@ def test_every_link_reaches_its_file_and_section(page: Path) -> None:
             assert section in anchors(linked), f"{page.relative_to(REPO)}: {target} reaches no section"
 
 
+OUTLINE = ["Question", "Rule, fixed before the run", "Command", "Results", "Decision"]
+"""The sections of every study page, in order (docs/experiments/README.md)."""
+
+
+def test_every_study_page_has_the_studies_outline() -> None:
+    index = (REPO / "docs" / "experiments" / "README.md").read_text(encoding="utf-8")
+    reports, studies = index.split("## How the default recipe came about", 1)
+    studies = studies.split("## Every lever tried", 1)[0]
+    pages = sorted({target for target in LINK.findall(studies) if "/" not in target and target.endswith(".md")}
+                   - set(LINK.findall(reports)))  # the reports (what the recipe gives and costs) have their own
+    assert len(pages) >= 22, pages
+    for name in [*pages, "loss-study.md"]:
+        text = (REPO / "docs" / "experiments" / name).read_text(encoding="utf-8")
+        assert re.findall(r"^## (.*)$", text, re.M)[:5] == OUTLINE, name
+
+
 def test_guides_and_experiments_link_both_ways() -> None:
     guides = sorted((REPO / "docs").glob("*.md"))
     experiments = sorted((REPO / "docs" / "experiments").glob("*.md"))
