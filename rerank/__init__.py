@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .config.teacher import TeacherConfig
     from .config.tokenization import TokenizationConfig
     from .core.figures import save_figure
+    from .core.hardware import cpu_flags
     from .core.logs import configure_logging
     from .core.run_directory import CrossValidationDirectory, RunDirectory
     from .data.candidates import CandidateLists, read_candidates
@@ -160,6 +161,7 @@ _WHERE = {
     "CrossValidationDirectory": ".core.run_directory",
     "configure_logging": ".core.logs",
     "save_figure": ".core.figures",
+    "cpu_flags": ".core.hardware",
     "from_config": ".cli.arguments",
     "resolve_config_paths": ".cli.configs",
     "config_settings": ".cli.configs",
@@ -222,6 +224,7 @@ __all__ = [
     "config_settings",
     "configure_logging",
     "cosines",
+    "cpu_flags",
     "enable_activation_checkpointing",
     "evaluate",
     "export",

@@ -12,6 +12,7 @@ from helpers import MINILM_VOCAB, cranfield_workdir
 from test_training import fit_config
 
 from rerank.cli.arguments import RerankCLI
+from rerank.core import hardware
 from rerank.training import precision
 
 
@@ -26,11 +27,12 @@ def cpuinfo_flags() -> set[str] | None:
     return None
 
 
-@pytest.mark.skipif(platform.machine().lower() not in precision.X86 or cpuinfo_flags() is None,
+@pytest.mark.skipif(platform.machine().lower() not in hardware.X86 or cpuinfo_flags() is None,
                     reason="needs an x86 Linux processor")
-def test_bf16_instructions_are_read_as_the_kernel_reports_them() -> None:
+def test_bf16_and_int8_instructions_are_read_as_the_kernel_reports_them() -> None:
     flags = cpuinfo_flags()
-    assert precision.cpu_computes_bf16() == bool({"avx512_bf16", "amx_bf16"} & flags)
+    assert hardware.cpu_computes_bf16() == bool({"avx512_bf16", "amx_bf16"} & flags)
+    assert hardware.cpu_has_int8_dot() == bool({"avx512_vnni", "avx_vnni", "amx_int8"} & flags)
 
 
 @pytest.mark.parametrize("configured", ["bf16-mixed", "bf16", "16-mixed", "16"])

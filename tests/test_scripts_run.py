@@ -152,6 +152,17 @@ def test_the_inference_bench(workdir: Path, tmp_path: Path) -> None:
     assert len(results) == 3 and all(result["pairs_per_second"] > 0 for result in results.values())
 
 
+def test_the_cpu_scoring_bench_dry_run(workdir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cpu.json"
+    script("bench_cpu_scoring.py", "--model", str(workdir / "bert"), "--config", "cranfield.yaml", "--run",
+           str(workdir / "bm25.run"), "--dry-run", "--untrained_head", "--json", str(out))
+    record = json.loads(out.read_text())
+    measured = {row["path"]: row for row in record["results"] if "pairs_per_second" in row}
+    assert {"rerank float32", "rerank int8", "rerank bf16", "st torch"} <= set(measured)
+    assert all(0 <= row["nDCG@10"] <= 1 and row["pairs_per_second"] > 0 for row in measured.values())
+    assert record["machine"]["peaks"]["float32"] > 0
+
+
 def test_the_training_bench_runs_its_three_legs(workdir: Path, tmp_path: Path) -> None:
     script("bench_train.py", "--model", str(workdir / "bert"), "--list_size", "4", "--max_length", "32",
            "--steps", "3", "--warmup", "1", "--output", str(tmp_path / "train.json"),

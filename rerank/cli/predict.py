@@ -29,25 +29,33 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Literal
 
+import torch
+from lightning.pytorch import Trainer
 from lightning.pytorch.cli import LightningArgumentParser
 
 from ..callbacks.evaluator import evaluator_of
 from ..callbacks.prediction_writer import RunWriter
+from ..core.errors import UserError
 from ..core.logs import configure_logging, keep_log
 from ..core.run_directory import Metrics, RunDirectory
 from ..data.trec import check_scored, write_run
 from ..evaluation.measures import evaluate
+from ..inference.fast_scoring import auto_precision, check_gate, saved_gates
 from ..model.cross_encoder import require_trained_head
+from ..model.scorer import int8_model
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
 from ..teacher.scores import teacher_scores
 from ..training.datamodule import RerankDataModule
 from ..training.lightning_module import RerankModule
 from .arguments import RerankCLI, add_run_option, add_untrained_head_option, run_shortcut
 from .failures import run
+
+logger = logging.getLogger(__name__)
 
 DESCRIPTION = __doc__.splitlines()[0]
 RUN_NAME = "reranked"
@@ -58,6 +66,10 @@ def _arguments(parser: LightningArgumentParser) -> None:
     parser.add_argument("--ranker", type=Literal["deployed", "reranker"], default="deployed",
                         help="deployed: the ranker the model's export deploys (rerank.ranker.deployment); "
                              "reranker: the pure cross-encoder")
+    parser.add_argument("--precision", type=Literal["32", "int8", "auto"], default="32",
+                        help="what the cross-encoder scores in: 32 (float32), int8 (on a CPU), auto (the fastest that "
+                             "passed the export's quality gate and that this CPU runs fast: "
+                             "rerank.inference.fast_scoring); bfloat16: --trainer.precision bf16-mixed")
     add_untrained_head_option(parser)
 
 
@@ -72,6 +84,7 @@ def main(argv: list[str] | None = None) -> Metrics:
         require_trained_head(model.model, model.hparams.model_name)
     untrained = "-untrained-head" if not model.model.head_trained else ""  # in every line of the runs
     deployment = deployed(model, data, cli.config.ranker)
+    scoring = _scoring(model, cli.config.precision, trainer)
     writer = RunWriter(directory.run(f"{RUN_NAME}.reranker"),
                        tag=f"rerank-{Path(model.hparams.model_name).name}{untrained}")
     trainer.callbacks.append(writer)
@@ -79,7 +92,8 @@ def main(argv: list[str] | None = None) -> Metrics:
     with directory.claimed("rerank predict") if trainer.is_global_zero else contextlib.nullcontext():
         if trainer.is_global_zero:
             keep_log(directory.root)
-        trainer.predict(model, datamodule=data, return_predictions=False)
+        with scoring:
+            trainer.predict(model, datamodule=data, return_predictions=False)
         if not trainer.is_global_zero:
             return metrics
         collection = data.collection
@@ -102,6 +116,23 @@ def main(argv: list[str] | None = None) -> Metrics:
             print(f"warning: {model.hparams.model_name} scored with an untrained head (--untrained_head): its scores "
                   "come from random weights, and the runs' tags say so")
     return metrics
+
+
+def _scoring(model: RerankModule, precision: str, trainer: Trainer) -> contextlib.AbstractContextManager:
+    """``model`` made to score in ``precision`` (``auto`` resolved and said; a fast path that failed its gate at
+    export refused), and the context the predict loop runs in (bfloat16 autocast where ``auto`` chose it)."""
+    gates = saved_gates(model.model.model.config)
+    on_cpu = trainer.strategy.root_device.type == "cpu"
+    if precision == "int8" and not on_cpu:
+        raise UserError(f"--precision int8 scores on a CPU; this predict runs on {trainer.strategy.root_device}")
+    if precision == "auto":
+        precision, reason = auto_precision(gates, trainer.strategy.root_device)
+        logger.info("--precision auto: %s", reason)
+    else:
+        check_gate(precision, gates, model.hparams.model_name)
+    if precision == "int8":
+        model.model.model = int8_model(model.model.model)
+    return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()
 
 
 def deployed(model: RerankModule, data: RerankDataModule, ranker: str) -> Deployment:

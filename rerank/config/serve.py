@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from ..core.checks import check_range
-from .precision import PRECISIONS
+from .precision import SCORING_CHOICES
 
 API_KEY = "RERANK_API_KEY"
 """The environment variable that gives the server's key when ``serve.api_key`` does not."""
@@ -29,7 +29,8 @@ class ServeConfig:
             ``Retry-After``), so the server's memory stays bounded under any load.
         batch_size: rows per forward pass of the cross-encoder (length-sorted, as ``rerank predict`` sorts them).
         device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when there is one).
-        precision: what the cross-encoder scores in (:data:`rerank.config.precision.PRECISIONS`).
+        precision: what the cross-encoder scores in (:data:`rerank.config.precision.SCORING_CHOICES`; ``auto``: the
+            fastest that passed the export's quality gate and that this CPU runs fast; ``int8`` on a CPU).
         graceful_seconds: after SIGTERM, how long requests in flight may take to finish before the server exits.
         remember: the teacher's embeddings of this many distinct documents are kept (a deployed ``fused`` ranker's
             bi-encoder embeds a document seen before from memory: about 1.5 KB each for MiniLM; 0: none).
@@ -62,8 +63,8 @@ class ServeConfig:
         check_range("remember", self.remember, 0)
         if self.api_key is not None and not self.api_key.strip():
             raise ValueError("api_key must not be empty (leave it out for a server without a key)")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {self.precision!r}")
+        if self.precision not in SCORING_CHOICES:
+            raise ValueError(f"precision must be one of {', '.join(SCORING_CHOICES)}; got {self.precision!r}")
 
     def key(self) -> str | None:
         """The key clients must send: ``api_key``, else ``$RERANK_API_KEY`` (None: no key)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from ..core.run_directory import RunDirectory, measures_of
 from ..model import speedups
 from ..model.cross_encoder import CrossEncoderModel
 from ..ranker.deployment import NAMES, PARTS, Deployment
+from .fast_scoring import RECORD, Gate, gate_lines
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +50,19 @@ SAMPLE_PAIRS = [
 
 def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | None = None,
            onnx: bool = False, deployment: Deployment | None = None,
-           finish: Callable[[Path], None] | None = None) -> Path:
+           finish: Callable[[Path], None] | None = None, gates: Mapping[str, Gate] | None = None) -> Path:
     """Write ``model`` to the folder ``out`` (replacing it), atomically, with the ranker it deploys (default: the
-    pure cross-encoder) in ``config.json`` and described in the card; returns ``out``. ``finish``: as
-    :func:`rerank.core.atomic.atomic_directory`'s (a cache entry's seal)."""
+    pure cross-encoder) and the fast paths' quality gates (:mod:`rerank.inference.fast_scoring`) in ``config.json``
+    and described in the card; returns ``out``. ``finish``: as :func:`rerank.core.atomic.atomic_directory`'s (a
+    cache entry's seal)."""
     out = Path(out)
-    deployment = deployment or Deployment()
+    deployment, gates = deployment or Deployment(), gates or {}
     with atomic_directory(out, finish=finish) as staging:
         model.model.config.sentence_transformers = {"activation_fn": IDENTITY}
-        model.save_pretrained(str(staging), deployment=deployment.as_dict())
-        (staging / "README.md").write_text(model_card(card or {}, deployment), encoding="utf-8")
+        model.save_pretrained(str(staging), deployment=deployment.as_dict(),
+                              **{RECORD: {name: gate.as_dict() for name, gate in gates.items()}})
+        card_text = "\n".join([model_card(card or {}, deployment).rstrip("\n"), *gate_lines(gates)]) + "\n"
+        (staging / "README.md").write_text(card_text, encoding="utf-8")
         if onnx:
             (staging / ONNX).parent.mkdir()
             export_onnx(model, staging / ONNX)

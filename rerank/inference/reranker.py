@@ -23,12 +23,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import torch
+
+from ..config.precision import SCORING_CHOICES
+from ..core.checks import AUTO
 from ..data.trec import Run, restrict
 from ..model.cross_encoder import CrossEncoderModel, require_trained_head
 from ..model.scorer import CandidateTexts, PairScorer
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
 from ..ranker.memo import EmbeddingMemo, cosines_of_texts
 from ..teacher.scores import blend, load_bi_encoder
+from .fast_scoring import auto_precision, check_gate, saved_gates
 
 __all__ = ["CandidateTexts", "Reranker"]
 
@@ -43,13 +48,29 @@ class Reranker(PairScorer):
         deployment: the ranker to re-rank with and what it needs (default: the pure cross-encoder).
         remember: the teacher's embeddings of this many distinct documents are kept (least recently used out), so
             that a document seen before is not embedded again (0: none; ``rerank serve`` keeps 50,000).
-        **options: those of :class:`~rerank.model.scorer.PairScorer` (``batch_size``, ``device``, ``precision``,
-            tokenization overrides).
+        precision: what the cross-encoder scores in (:data:`rerank.config.precision.SCORING_CHOICES`): ``auto``, the
+            fastest that passed the export's quality gate and that this CPU runs fast
+            (:mod:`rerank.inference.fast_scoring`); a fast path that failed its gate is refused.
+        **options: those of :class:`~rerank.model.scorer.PairScorer` (``batch_size``, ``device``, tokenization
+            overrides).
+
+    Attributes:
+        precision: what it scores in (``auto`` resolved); ``precision_reason``: why, in words.
+        gates: the quality gates the export records, by fast path.
     """
 
     def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, remember: int = 0,
-                 **options: object) -> None:
-        super().__init__(model, **options)
+                 precision: str = "32", **options: object) -> None:
+        if precision not in SCORING_CHOICES:
+            raise ValueError(f"precision must be one of {', '.join(SCORING_CHOICES)}; got {precision!r}")
+        self.gates = saved_gates(model.model.config)
+        self.precision_reason = f"{precision}: as asked"
+        if precision == AUTO:
+            device = torch.device(options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
+            precision, self.precision_reason = auto_precision(self.gates, device)
+        else:
+            check_gate(precision, self.gates, "this model")
+        super().__init__(model, precision=precision, **options)
         self.deployment = deployment or Deployment()
         teacher = self.deployment.teacher
         self.bi_encoder = (load_bi_encoder(teacher.bi_encoder, teacher.max_length, str(self.device))

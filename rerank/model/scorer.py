@@ -25,7 +25,7 @@ from itertools import islice
 import torch
 from tqdm.auto import tqdm
 
-from ..config.precision import PRECISIONS
+from ..config.precision import SCORING
 from ..core.checks import check_range
 from ..data.documents import Documents
 from ..data.trec import Run
@@ -40,6 +40,23 @@ DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16, "bf16-true": 
 """The dtype of each of :data:`~rerank.config.precision.PRECISIONS`."""
 
 
+def int8_model(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with its encoder's linear layers' weights quantized to int8 (per output channel, symmetric) and
+    their inputs quantized per batch as they come (PyTorch's dynamic quantization: int8 matrix products on the CPU's
+    dot-product instructions); the scoring head stays in float32. The same weights always give the same int8
+    model."""
+    import warnings
+
+    from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+    encoder = getattr(model, "base_model_prefix", "")
+    layers = {name: per_channel_dynamic_qconfig for name, module in model.named_modules()
+              if isinstance(module, torch.nn.Linear) and name.startswith(f"{encoder}.encoder.")}
+    with warnings.catch_warnings():  # PyTorch's notice that this API moves to torchao
+        warnings.simplefilter("ignore")
+        return quantize_dynamic(model, layers, dtype=torch.qint8)
+
+
 class PairScorer:
     """Scores (query, document) pairs with a cross-encoder.
 
@@ -47,7 +64,9 @@ class PairScorer:
         model: the cross-encoder (its ``tokenization`` applies unless overridden).
         batch_size: rows per forward pass.
         device: ``cpu``, ``cuda``, ``cuda:1``, ... (default: CUDA when available).
-        precision: ``32``, ``bf16`` or ``16`` (autocast), ``bf16-true`` or ``16-true`` (weights cast).
+        precision: ``32``, ``bf16`` or ``16`` (autocast), ``bf16-true`` or ``16-true`` (weights cast), ``int8`` (the
+            linear layers' weights quantized to int8 per output channel, activations per batch: on a CPU,
+            :func:`int8_model`).
         chunk_size: pairs tokenized and length-sorted together.
         exact: the exact speed-ups of :mod:`rerank.model.speedups` to apply (``cls_only_last_layer``, ``unpadded``).
         **tokenization: overrides of the model's :class:`~rerank.config.tokenization.TokenizationConfig`
@@ -58,16 +77,21 @@ class PairScorer:
     def __init__(self, model: CrossEncoderModel, batch_size: int = 32, device: str | None = None, precision: str = "32",
                  chunk_size: int = 4096, exact: Sequence[str] = ("cls_only_last_layer",),
                  **tokenization: object) -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+        if precision not in SCORING:
+            raise ValueError(f"precision must be one of {', '.join(SCORING)}; got {precision!r}")
         check_range("batch_size", batch_size, 1)
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        if precision == "int8" and self.device.type != "cpu":
+            raise ValueError(f"precision int8 scores on a CPU; got device {self.device}")
         self.model = model.to(self.device).eval()
+        self.precision = precision
+        if precision == "int8":
+            self.model.model = int8_model(self.model.model)
         if precision.endswith("-true"):
             self.model.to(DTYPES[precision])
         speedups.enable(model.model, exact)  # the [CLS]-only last layer by default: exact, a sixth faster
         self.batch_size, self.chunk_size = batch_size, chunk_size
-        self.dtype = None if precision.endswith("-true") else DTYPES[precision]  # autocast dtype
+        self.dtype = None if precision.endswith("-true") else DTYPES.get(precision)  # autocast dtype
         changed = {key: value for key, value in tokenization.items() if getattr(model.tokenization, key) != value}
         if changed and saved_tokenization(model.model.config) is not None:
             logger.warning("re-ranking with %s; this model was trained and evaluated with %s", changed,

@@ -30,6 +30,7 @@ from ..core.logs import keep_log
 from ..core.preemption import Preempted
 from ..core.run_directory import Metrics, RunDirectory, read_json, write_json
 from ..inference.export import card_metrics, export
+from ..inference.fast_scoring import measure
 from .datamodule import RerankDataModule
 from .lightning_module import RerankModule
 from .pretraining import plan_stage, pretrain
@@ -152,7 +153,9 @@ def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
     if trainer.is_global_zero:
         card = {"model": dict(model.hparams), **parts.card, "metrics": card_metrics(evaluation.report)}
         with preemption.phase("the export"):
-            export(model.model, directory.model, card, deployment=model.deployment)
+            gates = measure(model.model, model.validation_run, data.collection.queries, data.collection.documents.text,
+                            data.judgments("validation"))
+            export(model.model, directory.model, card, deployment=model.deployment, gates=gates)
         directory.write_metrics(evaluation.report, model.deployment.as_dict())  # last: the fit is done
     return FitResult(directory.root, evaluation.report, model.deployment.as_dict(), evaluation.choice,
                      evaluation.selection.measure, len(data.judgments("test")), parts.changes)

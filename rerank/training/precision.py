@@ -5,33 +5,24 @@ on a CPU). x86 processors with bfloat16 instructions (AVX512-BF16, AMX: Intel si
 AMD since Zen 4) train a MiniLM cross-encoder about 1.5x faster that way than in float32; the others have no
 bfloat16 arithmetic and convert every operand, which makes the same training 3x (AVX-512) to 22x (AVX2) slower than
 float32 (docs/experiments/benchmarks.md, ``scripts/benchmarks/bench_train.py precision``, which emulates such
-processors). A recipe that asks for ``bf16-mixed`` (``rerank/configs/recipes/default.yaml`` does) therefore trains in
-``32-true`` on such a
-processor, with a warning that names the option, rather than at a fraction of the speed it was budgeted for. Other
+processors). A recipe that asks for ``bf16-mixed`` (the previous default did) therefore trains in
+``32-true`` on such a processor, with a warning that names the option, rather than at a fraction of the speed it was
+budgeted for. Other
 devices (GPUs) and other processor families keep what the config says.
 """
 
 from __future__ import annotations
 
 import logging
-import platform
 
 import torch
+
+from ..core.hardware import cpu_computes_bf16
 
 logger = logging.getLogger(__name__)
 
 CPU_HALF_PRECISIONS = ("bf16-mixed", "bf16", "16-mixed", "16")
 """The precisions that Lightning runs as bfloat16 autocast on a CPU."""
-X86 = ("x86_64", "amd64", "i386", "i686")
-
-
-def cpu_computes_bf16() -> bool:
-    """Whether this processor has bfloat16 arithmetic (AVX512-BF16 or AMX); True off x86, where the check does
-    not apply."""
-    if platform.machine().lower() not in X86:
-        return True
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
-
 
 def trains_on_cpu(accelerator: object) -> bool:
     """Whether Lightning's ``trainer.accelerator`` setting resolves to the CPU here."""
