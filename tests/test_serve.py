@@ -24,7 +24,9 @@ from helpers import MINILM_VOCAB, load_script, tiny_bert, tiny_bi_encoder
 
 from rerank.config.teacher import TeacherConfig
 from rerank.config.tokenization import TokenizationConfig
+from rerank.core.hardware import cpu_has_int8_dot
 from rerank.inference.export import export
+from rerank.inference.fast_scoring import Gate
 from rerank.inference.reranker import Reranker
 from rerank.model.cross_encoder import CrossEncoderModel
 from rerank.ranker.deployment import Deployment
@@ -428,3 +430,21 @@ def test_a_server_with_an_api_key_answers_only_requests_that_carry_it(exports: d
         assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
         assert httpx.get(f"{server.url}/ready", timeout=10).status_code == 200
     assert key not in "".join(server.output)
+
+
+def test_precision_auto_serves_the_fastest_path_that_passed_its_gate_and_says_so_in_info(
+        tmp_path: Path) -> None:
+    model = CrossEncoderModel.from_pretrained(str(tiny_bert(tmp_path / "bert", real_vocabulary=True)),
+                                              tokenization=TokenizationConfig(32, 8))
+    gated = export(model, tmp_path / "gated", gates={"int8": Gate("int8", 0.5, 0.5005, 0.99, 40)})
+    fast = cpu_has_int8_dot()  # what auto may pick depends on this CPU: int8 where it has VNNI
+    reference = Reranker.from_pretrained(str(gated), precision="int8" if fast else "32", device="cpu")
+    with serving(gated, "--serve.precision", "auto", "--serve.device", "cpu") as server:
+        info = server.info()
+        assert info["precision"] == ("int8" if fast else "32")
+        assert ("passed its gate" in info["precision_reason"]) == fast
+        assert info["fast_scoring"]["int8"] == {"precision": "int8", "reference": 0.5, "fast": 0.5005, "tau": 0.99,
+                                                "queries": 40, "passed": True}
+        answer = server.post("/rerank", {"query": QUERY, "texts": DOCUMENTS, "raw_scores": True}).json()
+    scores = reference.score(QUERY, DOCUMENTS)
+    assert all(abs(rank["score"] - scores[rank["index"]]) <= TOLERANCE for rank in answer)

@@ -16,6 +16,7 @@ all (:func:`rerank.core.atomic.atomic_directory`). ``rerank fit`` exports the we
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -28,7 +29,7 @@ from huggingface_hub import EvalResult, ModelCardData
 from ..core.atomic import atomic_directory
 from ..core.run_directory import RunDirectory, measures_of
 from ..model import speedups
-from ..model.cross_encoder import CrossEncoderModel
+from ..model.cross_encoder import CONFIG_KEY, CrossEncoderModel
 from ..ranker.deployment import NAMES, PARTS, Deployment
 from .fast_scoring import RECORD, Gate, gate_lines
 
@@ -50,17 +51,22 @@ SAMPLE_PAIRS = [
 
 def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | None = None,
            onnx: bool = False, deployment: Deployment | None = None,
-           finish: Callable[[Path], None] | None = None, gates: Mapping[str, Gate] | None = None) -> Path:
+           finish: Callable[[Path], None] | None = None,
+           gates: Mapping[str, Gate] | Callable[[Path], Mapping[str, Gate]] | None = None) -> Path:
     """Write ``model`` to the folder ``out`` (replacing it), atomically, with the ranker it deploys (default: the
-    pure cross-encoder) and the fast paths' quality gates (:mod:`rerank.inference.fast_scoring`) in ``config.json``
-    and described in the card; returns ``out``. ``finish``: as :func:`rerank.core.atomic.atomic_directory`'s (a
-    cache entry's seal)."""
+    pure cross-encoder) and the fast paths' quality gates (:mod:`rerank.inference.fast_scoring`: given, or measured
+    on the written folder by ``gates(folder)``) in ``config.json`` and described in the card; returns ``out``.
+    ``finish``: as :func:`rerank.core.atomic.atomic_directory`'s (a cache entry's seal)."""
     out = Path(out)
-    deployment, gates = deployment or Deployment(), gates or {}
+    deployment = deployment or Deployment()
     with atomic_directory(out, finish=finish) as staging:
         model.model.config.sentence_transformers = {"activation_fn": IDENTITY}
-        model.save_pretrained(str(staging), deployment=deployment.as_dict(),
-                              **{RECORD: {name: gate.as_dict() for name, gate in gates.items()}})
+        model.save_pretrained(str(staging), deployment=deployment.as_dict())
+        gates = (gates(staging) if callable(gates) else gates) or {}
+        if gates:
+            config = json.loads((staging / "config.json").read_text(encoding="utf-8"))
+            config[CONFIG_KEY][RECORD] = {name: gate.as_dict() for name, gate in gates.items()}
+            (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         card_text = "\n".join([model_card(card or {}, deployment).rstrip("\n"), *gate_lines(gates)]) + "\n"
         (staging / "README.md").write_text(card_text, encoding="utf-8")
         if onnx:

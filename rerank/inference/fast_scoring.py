@@ -22,11 +22,11 @@ int8, else bfloat16, else float32; a path asked for by name that failed its gate
 
 from __future__ import annotations
 
-import copy
 import logging
 import statistics
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -140,15 +140,12 @@ def check_gate(precision: str, gates: Mapping[str, Gate], where: str) -> None:
                         "precision auto")
 
 
-def measure(model: CrossEncoderModel, run: Run, queries: Mapping[str, str], texts: Callable[[str], str],
-            qrels: Qrels, batch_size: int = 64) -> dict[str, Gate]:
-    """Each fast path's gate on ``run``'s candidates (the validation candidates of ``model``'s fit: its judged queries,
-    in order, up to :data:`MAX_PAIRS` pairs), against float32, both scored as
-    :class:`~rerank.model.scorer.PairScorer` scores them; bf16 only where this CPU computes in it. Nothing is
-    measured for a model trained on a GPU (its CPU scoring would take long)."""
-    if next(model.parameters()).device.type != "cpu":
-        logger.info("fast scoring: not measured (the model was trained on %s)", next(model.parameters()).device)
-        return {}
+def measure(folder: Path, run: Run, queries: Mapping[str, str], texts: Callable[[str], str], qrels: Qrels,
+            batch_size: int = 64) -> dict[str, Gate]:
+    """Each fast path's gate on ``run``'s candidates (the validation candidates of the fit that exported ``folder``:
+    its judged queries, in order, up to :data:`MAX_PAIRS` pairs), against float32, each loaded from ``folder`` and
+    scored as :class:`~rerank.model.scorer.PairScorer` scores them (what a user who loads the export gets); bf16 only
+    where this CPU computes in it."""
     judged: Run = {}
     for qid in sorted(qid for qid in run if qid in qrels):
         if sum(map(len, judged.values())) + len(run[qid]) > MAX_PAIRS:
@@ -159,7 +156,8 @@ def measure(model: CrossEncoderModel, run: Run, queries: Mapping[str, str], text
     candidates = {qid: {doc: texts(doc) for doc in docs} for qid, docs in judged.items()}
     scored = {}
     for precision in ("32", *(name for name in FAST if name != "bf16" or cpu_computes_bf16())):
-        scorer = PairScorer(copy.deepcopy(model), batch_size=batch_size, device="cpu", precision=precision)
+        scorer = PairScorer(CrossEncoderModel.from_pretrained(str(folder)), batch_size=batch_size, device="cpu",
+                            precision=precision)
         scored[precision] = scorer.rerank_many(queries, candidates)
     gates = {name: gate(name, scored["32"], scored[name], qrels) for name in scored if name != "32"}
     for figures in gates.values():

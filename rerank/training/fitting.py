@@ -12,6 +12,7 @@ another config it is refused.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -153,9 +154,10 @@ def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
     if trainer.is_global_zero:
         card = {"model": dict(model.hparams), **parts.card, "metrics": card_metrics(evaluation.report)}
         with preemption.phase("the export"):
-            gates = measure(model.model, model.validation_run, data.collection.queries, data.collection.documents.text,
-                            data.judgments("validation"))
-            export(model.model, directory.model, card, deployment=model.deployment, gates=gates)
+            on_cpu = next(model.parameters()).device.type == "cpu"  # a GPU fit's CPU paths would take long to score
+            gates = functools.partial(measure, run=model.validation_run, queries=data.collection.queries,
+                                      texts=data.collection.documents.text, qrels=data.judgments("validation"))
+            export(model.model, directory.model, card, deployment=model.deployment, gates=gates if on_cpu else None)
         directory.write_metrics(evaluation.report, model.deployment.as_dict())  # last: the fit is done
     return FitResult(directory.root, evaluation.report, model.deployment.as_dict(), evaluation.choice,
                      evaluation.selection.measure, len(data.judgments("test")), parts.changes)
