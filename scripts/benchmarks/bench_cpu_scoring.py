@@ -27,6 +27,7 @@ import argparse
 import importlib.metadata
 import json
 import platform
+import re
 import shutil
 import tempfile
 import time
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     score = build()
                 except Exception as error:
-                    results.append(row | {"skipped": f"{type(error).__name__}: {error}"[:200]})
+                    reason = re.sub(r"\s*\(/[^)]*\)", "", f"{type(error).__name__}: {error}")  # no machine paths
+                    results.append(row | {"skipped": reason[:200]})
                     continue
                 seconds, scores = timed(score, texts, args.repeats)
                 run = {qid: dict(zip(docs, values)) for (qid, docs), values in zip(asked, scores)}
