@@ -191,8 +191,7 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     score = build()
                 except Exception as error:
-                    reason = re.sub(r"\s*\(/[^)]*\)", "", f"{type(error).__name__}: {error}")  # no machine paths
-                    results.append(row | {"skipped": reason[:200]})
+                    results.append(row | {"skipped": _reason(error)})
                     continue
                 seconds, scores = timed(score, texts, args.repeats)
                 run = {qid: dict(zip(docs, values)) for (qid, docs), values in zip(asked, scores)}
@@ -211,6 +210,11 @@ def main(argv: list[str] | None = None) -> None:
     if args.json:
         args.json.write_text(json.dumps(record, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
+
+
+def _reason(error: Exception) -> str:
+    """Why a backend was skipped, without this machine's paths."""
+    return re.sub(r"\s*\(/[^)]*\)", "", f"{type(error).__name__}: {error}")[:200]
 
 
 def _version(name: str) -> str | None:
