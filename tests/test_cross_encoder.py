@@ -176,7 +176,7 @@ def test_frozen_embeddings_keep_their_weights_while_the_rest_trains(tmp_path: Pa
     before = {name: parameter.detach().clone() for name, parameter in module.model.named_parameters()}
     optimizer = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=0.1)
     inputs = module.model.pair_tokenizer()(["wind tunnel"] * 3, ["heat flux", "wind model", "tunnel laws"])
-    module.loss(module.model.score(inputs).view(1, 3), torch.tensor([[1, 0, 0]])).backward()
+    module.heads["qrels"].loss(module.model.score(inputs).view(1, 3), torch.tensor([[1, 0, 0]])).backward()
     optimizer.step()
     changed = {name for name, parameter in module.model.named_parameters() if not torch.equal(parameter, before[name])}
     assert changed and not any(".embeddings." in name for name in changed)

@@ -196,7 +196,7 @@ class Evaluator(pl.Callback):
     def _write(trainer: pl.Trainer, pl_module: pl.LightningModule, run: Run, name: str) -> None:
         if trainer.is_global_zero:
             write_run(run, RunDirectory(Path(trainer.default_root_dir)).run(name),
-                      tag=f"rerank-{_module(pl_module).loss.__class__.__name__}")
+                      tag=f"rerank-{_module(pl_module).heads['qrels'].loss.__class__.__name__}")
 
 
 def evaluator_of(trainer: pl.Trainer) -> Evaluator:

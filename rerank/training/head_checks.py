@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..config.source import SourceConfig
-from ..losses import RankingLoss
+from .loss_heads import LossHead
 
 MODEL_NAME = ("model.model_name: give the model: to train, an encoder or a cross-encoder (a Hugging Face hub id or a "
               "folder, e.g. sentence-transformers/all-MiniLM-L6-v2); to re-rank, the folder rerank fit exports")
@@ -26,37 +26,37 @@ def click_estimators(sections: Mapping[str, Sequence[SourceConfig]]) -> dict[str
             for index, source in enumerate(sources) if source.clicks is not None}
 
 
-def check_click_head(name: object, head: RankingLoss, estimators: Mapping[str, str]) -> None:
+def check_click_head(head: LossHead, estimators: Mapping[str, str]) -> None:
     """Fail when a click source's estimator and ``model.click_loss`` disagree: ``clicks.estimator: dla`` gives naive
     targets for the ``dla`` head to debias (any other head would learn the position bias back), and the ``dla``
     head reweights naive targets by the propensities it learns (on IPS targets it would correct the bias twice).
 
     Args:
-        name: ``model.click_loss`` as configured.
-        head: its class (``needs_ranks``: it learns the propensities from the ranks, as ``dla``).
+        head: the click head (its loss ``needs_ranks`` when it learns the propensities from the ranks, as ``dla``).
         estimators: each click source's place in the config (``data.train[1]``) -> its ``clicks.estimator``.
 
     Raises:
         ValueError: naming the source and both options.
     """
     for where, estimator in estimators.items():
-        if estimator == "dla" and not head.needs_ranks:
+        name = head.name
+        if estimator == "dla" and not head.loss.needs_ranks:
             raise ValueError(f"{where}.clicks.estimator dla leaves the position bias to model.click_loss dla, but "
                              f"model.click_loss is {name!r}, which would learn it back; set model.click_loss: dla, "
                              "or the estimator ips")
-        if estimator != "dla" and head.needs_ranks:
+        if estimator != "dla" and head.loss.needs_ranks:
             raise ValueError(f"model.click_loss {name!r} learns the propensities from naive click targets, but "
                              f"{where}.clicks.estimator is {estimator!r}; set {where}.clicks.estimator: dla, or "
                              "model.click_loss: click_softmax or click_bce")
 
 
-def check_list_size(list_size: int, name: object, loss: RankingLoss) -> None:
+def check_list_size(list_size: int, head: LossHead) -> None:
     """Fail when lists are too short for the loss head to learn anything (every loss would be 0).
 
     Raises:
         ValueError: naming ``data.list_size`` and ``model.loss``.
     """
-    if list_size < loss.min_list_size:
-        raise ValueError(f"data.list_size {list_size}: the loss head {name!r} (model.loss) compares candidates "
-                         f"within a list and needs lists of at least {loss.min_list_size}; every loss would be 0 "
-                         "(pointwise_bce and pointwise_mse accept lists of 1)")
+    if list_size < head.loss.min_list_size:
+        raise ValueError(f"data.list_size {list_size}: the loss head {head.name!r} ({head.option}) compares "
+                         f"candidates within a list and needs lists of at least {head.loss.min_list_size}; every "
+                         "loss would be 0 (pointwise_bce and pointwise_mse accept lists of 1)")

@@ -15,8 +15,9 @@ put back into ``[Q, N]`` (padded slots masked) and passed to the loss head named
       tokenization: {max_length: 512, max_query_length: 20, passages: maxp}
       optimizer: {encoder_lr: 2.0e-5, head_lr: 1.0e-3, warmup: 0.1}   # rerank.training.optimizer
 
-The training loss of a batch is ``loss(lists, qrels labels) + teacher_weight * teacher_loss(lists, teacher
-scores) + click_loss(lists, click targets)``; each head averages over the lists it has targets for (lists without
+The three options build the module's loss heads (:mod:`rerank.training.loss_heads`); the training loss of a batch is
+``loss(lists, qrels labels) + teacher_weight * teacher_loss(lists, teacher scores) + click_loss(lists, click
+targets)``; each head averages over the lists it has targets for (lists without
 contrast are skipped), so a batch may mix sources that learn from qrels, from a teacher, both, or clicks.
 
 Validation, test and prediction score every candidate of their queries and return ``(query id, doc id, score,
@@ -46,13 +47,13 @@ from ..config.source import SourceConfig
 from ..config.tokenization import TokenizationConfig
 from ..core.checks import check_range
 from ..data.trec import Run
-from ..losses import RankingLoss, build_loss
 from ..model import speedups as speedups_module
 from ..model.cross_encoder import CrossEncoderModel
 from ..ranker.deployment import Deployment
 from ..ranker.selection import Selection
 from .batches import EvaluationBatch, TrainingBatch
 from .head_checks import MODEL_NAME, check_click_head, check_list_size, click_estimators
+from .loss_heads import build_head
 from .optimizer import adamw, linear_schedule, param_groups
 
 logger = logging.getLogger(__name__)
@@ -118,11 +119,11 @@ class RerankModule(pl.LightningModule):
         self.save_hyperparameters()
         _check_options(self.hparams)
         names = speedups_module.resolve(speedups)
-        self.loss = build_loss(loss, **(loss_args or {}))
-        self.teacher_loss = _ungraded("model.teacher_loss", teacher_loss, build_loss(teacher_loss, **(
-            teacher_loss_args or {})), "a distillation head: distill_listnet, distill_ranknet or margin_mse")
-        self.click_loss = _ungraded("model.click_loss", click_loss, build_loss(click_loss, **(click_loss_args or {})),
-                                    "a click head: click_softmax, click_bce or dla")
+        self.heads = torch.nn.ModuleDict({
+            "qrels": build_head("qrels", "model.loss", loss, loss_args),
+            "teacher": build_head("teacher", "model.teacher_loss", teacher_loss, teacher_loss_args, teacher_weight),
+            "clicks": build_head("clicks", "model.click_loss", click_loss, click_loss_args)})
+        """The loss heads (:mod:`rerank.training.loss_heads`), keyed by their targets, in the order they are summed."""
         if isinstance(tokenization, Mapping):  # from a checkpoint's hyperparameters
             tokenization = TokenizationConfig(**tokenization)
         self.model = CrossEncoderModel.from_pretrained(model_name, dropout, gradient_checkpointing, tokenization,
@@ -162,28 +163,24 @@ class RerankModule(pl.LightningModule):
         Raises:
             ValueError: naming the options that disagree.
         """
-        check_list_size(list_size, self.hparams.loss, self.loss)
-        check_click_head(self.hparams.click_loss, self.click_loss, click_estimators(sources))
+        check_list_size(list_size, self.heads["qrels"])
+        check_click_head(self.heads["clicks"], click_estimators(sources))
 
     def on_train_batch_start(self, batch: TrainingBatch, batch_idx: int) -> None:
         torch.manual_seed(dropout_seed(self._seed, self.current_epoch, batch_idx, self.global_rank))
 
     def list_losses(self, batch: TrainingBatch) -> dict[str, Tensor]:
-        """The heads applied to the batch's ``[Q, N]`` lists of scores (padded slots masked): ``qrels``, when the
-        batch has teacher scores ``teacher`` (unweighted), when it has click targets ``clicks``, and their
-        weighted sum ``loss``."""
-        mask = batch.mask
+        """Each head's loss on the batch's ``[Q, N]`` lists of scores (padded slots masked), by its targets
+        (``qrels``; ``teacher`` when the batch has teacher scores; ``clicks`` when it has click targets), unweighted,
+        and their weighted sum ``loss``."""
         scores = self(batch)
-        lists = scores.new_zeros(mask.numel()).index_copy(0, batch.slots, scores).view_as(mask)
-        losses = {"qrels": self.loss(lists, batch.labels, mask)}
-        losses["loss"] = losses["qrels"]
-        if batch.teacher is not None:
-            losses["teacher"] = self.teacher_loss(lists, batch.teacher, mask)
-            losses["loss"] = losses["loss"] + self.hparams.teacher_weight * losses["teacher"]
-        if batch.clicks is not None:
-            ranks = {"ranks": batch.ranks} if self.click_loss.needs_ranks else {}
-            losses["clicks"] = self.click_loss(lists, batch.clicks, mask, **ranks)
-            losses["loss"] = losses["loss"] + losses["clicks"]
+        lists = scores.new_zeros(batch.mask.numel()).index_copy(0, batch.slots, scores).view_as(batch.mask)
+        losses: dict[str, Tensor] = {}
+        for targets, head in self.heads.items():
+            value = head(lists, batch)
+            if value is not None:
+                losses[targets] = value
+                losses["loss"] = value if "loss" not in losses else losses["loss"] + head.weight * value
         return losses
 
     def list_loss(self, batch: TrainingBatch) -> Tensor:
@@ -193,13 +190,13 @@ class RerankModule(pl.LightningModule):
     def training_step(self, batch: TrainingBatch, batch_idx: int) -> Tensor:
         losses = self.list_losses(batch)
         self.log(f"{self.log_prefix}/loss", losses["loss"], prog_bar=True, batch_size=batch.size)
-        for name in ("qrels", "teacher", "clicks"):
-            if name in losses:
-                self.log(f"{self.log_prefix}/{name}_loss", losses[name], batch_size=batch.size)
+        for targets in self.heads:
+            if targets in losses:
+                self.log(f"{self.log_prefix}/{targets}_loss", losses[targets], batch_size=batch.size)
         return losses["loss"]
 
     def on_train_epoch_end(self) -> None:
-        learnt = self.click_loss.propensities()  # dla: what it has learnt of the position bias so far
+        learnt = self.heads["clicks"].loss.propensities()  # dla: what it has learnt of the position bias so far
         if learnt is not None:
             logger.info("epoch %d: propensities learnt by model.click_loss, ranks 1 to %d: %s", self.current_epoch,
                         len(learnt), ", ".join(f"{p:.4f}" for p in learnt))
@@ -209,7 +206,7 @@ class RerankModule(pl.LightningModule):
         are cast to bfloat16 here, its float32 masters kept by the optimizer)."""
         if "bf16_weights" in self.speedups:
             self.model.to(torch.bfloat16)
-        groups = param_groups(self.model, self.model.head_parameters(), (self.loss, self.teacher_loss, self.click_loss),
+        groups = param_groups(self.model, self.model.head_parameters(), [head.loss for head in self.heads.values()],
                               self.optimizer_settings)
         optimizer = adamw(groups, self.speedups)
         scheduler = linear_schedule(optimizer, self.optimizer_settings, int(self.trainer.estimated_stepping_batches))
@@ -252,17 +249,6 @@ def _check_options(options: Mapping[str, Any]) -> None:
     for name in ("dropout", "encoder_dropout"):
         if options[name] is not None:
             check_range(f"model.{name}", options[name], 0, below=1)
-
-
-def _ungraded(option: str, name: str | dict[str, Any], head: RankingLoss, instead: str) -> RankingLoss:
-    """``head``, the one ``option`` names, when it takes targets that are not graded labels.
-
-    Raises:
-        ValueError: it takes graded labels (naming ``instead``, the heads to use).
-    """
-    if head.graded:
-        raise ValueError(f"{option} {name!r} takes graded labels; use {instead}")
-    return head
 
 
 def dropout_seed(seed: int, epoch: int, batch: int, rank: int) -> int:
