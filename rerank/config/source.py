@@ -10,6 +10,7 @@ from typing import Any
 
 from ..clicks.targets import ClickTargetConfig
 from ..core.checks import check_range
+from ..data.collection_config import CollectionConfig, as_collection_config
 from ..data.pseudo_queries import PseudoQueryConfig
 from .first_stage import FirstStageConfig
 from .teacher import TeacherConfig
@@ -24,7 +25,7 @@ class SourceConfig:
 
     Attributes:
         name: a label for logs and errors (default: ``<queries>`` and its position).
-        collection: another collection (a ``data.collection`` mapping); None: ``data.collection``.
+        collection: another collection (written as ``data.collection`` is); None: ``data.collection``.
         first_stage: the candidates' first stage; None: ``data.first_stage`` for ``data.collection``, else the
             defaults of :class:`~rerank.config.first_stage.FirstStageConfig`.
         queries: ``train``, ``all`` or ``pseudo``.
@@ -37,7 +38,7 @@ class SourceConfig:
     """
 
     name: str | None = None
-    collection: dict[str, Any] | None = None
+    collection: CollectionConfig | None = None
     first_stage: FirstStageConfig | None = None
     queries: str = "train"
     targets: str = "qrels"
@@ -93,6 +94,8 @@ def as_source_config(value: SourceConfig | Mapping[str, Any], where: str) -> Sou
     try:
         values = {key: nested[key](**item) if key in nested and isinstance(item, Mapping) else item
                   for key, item in value.items()}
+        if isinstance(values.get("collection"), Mapping):
+            values["collection"] = as_collection_config(values["collection"], f"{where}.collection")
         return SourceConfig(**values)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{where}: {error}") from None

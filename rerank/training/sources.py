@@ -44,7 +44,6 @@ from ..clicks.targets import click_targets
 from ..config.source import SourceConfig
 from ..data.candidates import CandidateLists, read_candidates
 from ..data.collection import Collection
-from ..data.collection_config import as_collection_config
 from ..data.pseudo_queries import pseudo_queries
 from ..data.trec import Qrels
 from ..first_stage import FirstStageConfig, cached_run
@@ -72,8 +71,7 @@ def resolve(config: SourceConfig, where: str, context: SourceContext) -> Trainin
     Raises:
         ValueError: the source has no usable query (named by ``where``), or its teacher run misses queries.
     """
-    collection = context.collection if config.collection is None else Collection(
-        as_collection_config(config.collection, f"{where}.collection"))
+    collection = context.collection if config.collection is None else Collection(config.collection)
     name = config.name or f"{where} ({config.queries})"
     queries, qrels = _queries_and_qrels(config, collection, context, where)
     query_ids = _sample(sorted(queries), config)
