@@ -38,8 +38,8 @@ def check_click_head(head: LossHead, estimators: Mapping[str, str]) -> None:
     Raises:
         ValueError: naming the source and both options.
     """
+    name = head.name
     for where, estimator in estimators.items():
-        name = head.name
         if estimator == "dla" and not head.loss.needs_ranks:
             raise ValueError(f"{where}.clicks.estimator dla leaves the position bias to model.click_loss dla, but "
                              f"model.click_loss is {name!r}, which would learn it back; set model.click_loss: dla, "

@@ -180,7 +180,8 @@ class RerankModule(pl.LightningModule):
             value = head(lists, batch)
             if value is not None:
                 losses[targets] = value
-                losses["loss"] = value if "loss" not in losses else losses["loss"] + head.weight * value
+                weighted = head.weight * value
+                losses["loss"] = losses["loss"] + weighted if "loss" in losses else weighted
         return losses
 
     def list_loss(self, batch: TrainingBatch) -> Tensor:
