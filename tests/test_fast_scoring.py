@@ -76,6 +76,19 @@ def test_int8_and_bf16_scores_follow_float32s(workdir: Path) -> None:
         PairScorer(CrossEncoderModel.from_pretrained(str(workdir / "bert")), precision="int8", device="meta")
 
 
+def test_a_scorer_in_int8_or_a_cast_precision_leaves_the_model_it_was_given_in_float32(workdir: Path) -> None:
+    model = CrossEncoderModel.from_pretrained(str(workdir / "bert"))
+    pairs = (["wind tunnel", "boundary layer"], ["a wind tunnel test", "laminar flow"])
+    before = PairScorer(model, device="cpu").score_pairs(*pairs)
+    for precision in ("int8", "bf16-true"):
+        converted = PairScorer(model, precision=precision, device="cpu")
+        assert converted.model is not model and converted.model.tokenization == model.tokenization
+    layers = {type(module) for module in model.model.modules()}
+    assert torch.nn.Linear in layers and not any("quantized" in layer.__module__ for layer in layers)
+    assert {parameter.dtype for parameter in model.parameters()} == {torch.float32}
+    assert PairScorer(model, device="cpu").score_pairs(*pairs) == before
+
+
 def exported(workdir: Path, folder: Path, gates: dict[str, Gate]) -> Path:
     model = CrossEncoderModel.from_pretrained(str(workdir / "bert"))
     model.head_trained = True

@@ -40,12 +40,11 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from ..callbacks.evaluator import evaluator_of
 from ..callbacks.prediction_writer import RunWriter
-from ..core.errors import UserError
 from ..core.logs import configure_logging, keep_log
 from ..core.run_directory import Metrics, RunDirectory
 from ..data.trec import check_scored, write_run
 from ..evaluation.measures import evaluate
-from ..inference.fast_scoring import auto_precision, check_gate, saved_gates
+from ..inference.fast_scoring import resolve_precision, saved_gates
 from ..model.cross_encoder import require_trained_head
 from ..model.scorer import int8_model
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
@@ -121,15 +120,9 @@ def main(argv: list[str] | None = None) -> Metrics:
 def _scoring(model: RerankModule, precision: str, trainer: Trainer) -> contextlib.AbstractContextManager:
     """``model`` made to score in ``precision`` (``auto`` resolved and said; a fast path that failed its gate at
     export refused), and the context the predict loop runs in (bfloat16 autocast where ``auto`` chose it)."""
-    gates = saved_gates(model.model.model.config)
-    on_cpu = trainer.strategy.root_device.type == "cpu"
-    if precision == "int8" and not on_cpu:
-        raise UserError(f"--precision int8 scores on a CPU; this predict runs on {trainer.strategy.root_device}")
-    if precision == "auto":
-        precision, reason = auto_precision(gates, trainer.strategy.root_device)
-        logger.info("--precision auto: %s", reason)
-    else:
-        check_gate(precision, gates, model.hparams.model_name)
+    precision, reason = resolve_precision(precision, saved_gates(model.model.model.config),
+                                          trainer.strategy.root_device, model.hparams.model_name)
+    logger.info("--precision %s", reason)
     if precision == "int8":
         model.model.model = int8_model(model.model.model)
     return torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else contextlib.nullcontext()

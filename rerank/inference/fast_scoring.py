@@ -128,6 +128,21 @@ def auto_precision(gates: Mapping[str, Gate], device: torch.device) -> tuple[str
     return "32", "float32 (" + "; ".join(reasons) + ")"
 
 
+def resolve_precision(precision: str, gates: Mapping[str, Gate], device: torch.device, where: str) -> tuple[str, str]:
+    """What a model whose export records ``gates`` scores in on ``device`` when ``precision`` is asked for, and why,
+    in words: ``auto`` resolved (:func:`auto_precision`); a fast path asked for by name checked (:func:`check_gate`).
+
+    Raises:
+        UserError: a fast path asked for by name failed its gate, or int8 was asked for off a CPU.
+    """
+    if precision == "auto":
+        return auto_precision(gates, device)
+    if precision == "int8" and device.type != "cpu":
+        raise UserError(f"precision int8 scores on a CPU; {where} would score on {device}")
+    check_gate(precision, gates, where)
+    return precision, f"{precision}: as asked"
+
+
 def check_gate(precision: str, gates: Mapping[str, Gate], where: str) -> None:
     """Refuse a fast path asked for by name that failed its gate at export (one that was not measured is allowed:
     a model rerank did not export, say).

@@ -26,14 +26,13 @@ from collections.abc import Mapping, Sequence
 import torch
 
 from ..config.precision import SCORING_CHOICES
-from ..core.checks import AUTO
 from ..data.trec import Run, restrict
 from ..model.cross_encoder import CrossEncoderModel, require_trained_head
 from ..model.scorer import CandidateTexts, PairScorer
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
 from ..ranker.memo import EmbeddingMemo, cosines_of_texts
 from ..teacher.scores import blend, load_bi_encoder
-from .fast_scoring import auto_precision, check_gate, saved_gates
+from .fast_scoring import resolve_precision, saved_gates
 
 __all__ = ["CandidateTexts", "Reranker"]
 
@@ -64,12 +63,8 @@ class Reranker(PairScorer):
         if precision not in SCORING_CHOICES:
             raise ValueError(f"precision must be one of {', '.join(SCORING_CHOICES)}; got {precision!r}")
         self.gates = saved_gates(model.model.config)
-        self.precision_reason = f"{precision}: as asked"
-        if precision == AUTO:
-            device = torch.device(options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
-            precision, self.precision_reason = auto_precision(self.gates, device)
-        else:
-            check_gate(precision, self.gates, "this model")
+        device = torch.device(options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
+        precision, self.precision_reason = resolve_precision(precision, self.gates, device, "this model")
         super().__init__(model, precision=precision, **options)
         self.deployment = deployment or Deployment()
         teacher = self.deployment.teacher

@@ -16,6 +16,7 @@ For runs too large for one process, ``rerank predict`` scores them across device
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -57,6 +58,17 @@ def int8_model(model: torch.nn.Module) -> torch.nn.Module:
         return quantize_dynamic(model, layers, dtype=torch.qint8)
 
 
+def _in_precision(model: CrossEncoderModel, precision: str) -> CrossEncoderModel:
+    """``model`` itself, or for ``int8`` and the ``-true`` precisions a converted copy (the given model unchanged)."""
+    if precision == "int8":
+        converted = int8_model(model.model)
+    elif precision.endswith("-true"):
+        converted = copy.deepcopy(model.model).to(DTYPES[precision])
+    else:
+        return model
+    return CrossEncoderModel(converted, model.tokenizer, model.tokenization, model.head_trained)
+
+
 class PairScorer:
     """Scores (query, document) pairs with a cross-encoder.
 
@@ -83,13 +95,9 @@ class PairScorer:
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         if precision == "int8" and self.device.type != "cpu":
             raise ValueError(f"precision int8 scores on a CPU; got device {self.device}")
-        self.model = model.to(self.device).eval()
+        self.model = _in_precision(model.to(self.device).eval(), precision)
         self.precision = precision
-        if precision == "int8":
-            self.model.model = int8_model(self.model.model)
-        if precision.endswith("-true"):
-            self.model.to(DTYPES[precision])
-        speedups.enable(model.model, exact)  # the [CLS]-only last layer by default: exact, a sixth faster
+        speedups.enable(self.model.model, exact)  # the [CLS]-only last layer by default: exact, a sixth faster
         self.batch_size, self.chunk_size = batch_size, chunk_size
         self.dtype = None if precision.endswith("-true") else DTYPES.get(precision)  # autocast dtype
         changed = {key: value for key, value in tokenization.items() if getattr(model.tokenization, key) != value}
