@@ -124,6 +124,37 @@ def test_cv_reports_each_folds_deployed_ranker_with_paired_t_tests(cv_dir: tuple
         assert test["p"] == pytest.approx(2 * stats.t.sf(abs(t), df=len(differences) - 1), rel=1e-6)
 
 
+def test_cv_pools_each_folds_calibrated_test_pairs(cv_dir: tuple[Path, Path]) -> None:
+    """The pooled figures against each fold's map applied by hand to its deployed test run, the folds' pairs
+    concatenated; each fold's own figures as its metrics.json gives them."""
+    folder, _ = cv_dir
+    report = json.loads((folder / "cv_metrics.json").read_text())["calibration"]
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    probabilities, raw, labels = [], [], []
+    for k in (1, 2):
+        metrics = json.loads((folder / f"fold{k}" / "metrics.json").read_text())
+        assert report["per_fold"][k - 1] == metrics["calibration"]
+        saved = json.loads((folder / f"fold{k}" / "model" / "config.json").read_text())["rerank"]["calibration"]
+        ranker = metrics["deployment"]["ranker"]
+        run = read_run(folder / f"fold{k}" / "runs" / ("test.run" if ranker == "reranker" else f"test.{ranker}.run"))
+        for qid in run:
+            for doc, score in run[qid].items():
+                if saved["method"] == "platt":
+                    p = 1 / (1 + math.exp(-(saved["parameters"]["slope"] * score + saved["parameters"]["intercept"])))
+                else:
+                    p = float(np.interp(score, saved["parameters"]["scores"], saved["parameters"]["probabilities"]))
+                probabilities.append(p)
+                raw.append(1 / (1 + math.exp(-score)))
+                labels.append(1.0 if qrels[qid].get(doc, 0) >= 1 else 0.0)
+    pooled = report["pooled"]
+    assert pooled["folds"] == 2 and pooled["pairs"] == len(labels)
+    for name, values in (("calibrated", probabilities), ("raw_sigmoid", raw)):
+        assert pooled[name]["brier"] == pytest.approx(np.mean((np.array(values) - np.array(labels)) ** 2))
+    printed = subprocess.run([sys.executable, str(script_path("calibration_table.py")), str(folder)],
+                             capture_output=True, text=True, check=True).stdout
+    assert f"| **listnet, pooled** | each fold its own | {len(labels)} | {pooled['raw_sigmoid']['ece']:.4f} |" in printed
+
+
 def z_scores(scores: dict[str, float], docs: list[str]) -> np.ndarray:
     values = np.array([scores[doc] for doc in docs])
     return (values - values.mean()) / values.std() if values.std() > 0 else np.zeros(len(docs))

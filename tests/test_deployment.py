@@ -19,6 +19,7 @@ from rerank.config.teacher import TeacherConfig
 from rerank.data.collection import Collection
 from rerank.data.collection_config import CollectionConfig
 from rerank.data.trec import ranked, read_run
+from rerank.evaluation.calibration import Calibration, fit_calibration
 from rerank.evaluation.fusion import standardise
 from rerank.evaluation.measures import evaluate
 from rerank.inference.reranker import Reranker
@@ -190,6 +191,38 @@ def test_the_summary_shows_the_figures_of_metrics_json(fits: dict[str, Path], tm
                                                      for name in ("teacher", "first_stage"))
     assert ("warning: the fine-tuned re-ranker is below" in printed) == (fine_tuned < zero_shot)
     assert "DataLoader 0" not in printed  # no raw Lightning table
+
+
+@pytest.mark.parametrize("ranker", ["interpolated", "fused"])
+def test_the_fit_calibrates_its_deployed_ranker_on_validation_and_predict_gives_its_probabilities(
+        fits: dict[str, Path], tmp_path: Path, ranker: str) -> None:
+    run_directory = fits[ranker]
+    calibration = Calibration.from_dict(json.loads((run_directory / "model" / "config.json").read_text())["rerank"]
+                                        ["calibration"])
+    predicted(run_directory, tmp_path / "validation", "--data.predict_queries", "validation")
+    qrels = Collection(CollectionConfig(**CRANFIELD)).qrels
+    reference = fit_calibration(read_run(tmp_path / "validation" / "runs" / "reranked.run"), qrels)
+    assert (reference.method, reference.fitted["pairs"]) == (calibration.method, calibration.fitted["pairs"])
+    grid = np.linspace(-3, 3, 61)
+    assert np.abs(reference.probabilities(grid) - calibration.probabilities(grid)).max() < 1e-3
+    assert reference.threshold == pytest.approx(calibration.threshold, abs=1e-3)
+    predicted(run_directory, tmp_path / "test")
+    fitted = json.loads((run_directory / "metrics.json").read_text())["calibration"]
+    again = json.loads((tmp_path / "test" / "metrics.json").read_text())["calibration"]
+    assert again["pairs"] == fitted["pairs"] > 0
+    for which in ("raw_sigmoid", "calibrated"):
+        for measure in ("ece", "brier", "log_loss"):
+            assert again[which][measure] == pytest.approx(fitted[which][measure], abs=1e-4), (which, measure)
+    run = read_run(tmp_path / "test" / "runs" / "reranked.run")
+    rows = [line.split("\t") for line in
+            (tmp_path / "test" / "runs" / "reranked.probabilities.tsv").read_text().splitlines()]
+    assert rows[0] == ["query_id", "doc_id", "rank", "score", "probability"] and len(rows) == 1 + sum(map(len,
+                                                                                                       run.values()))
+    for qid, doc, rank, score, probability in rows[1:]:
+        assert ranked(run[qid])[int(rank) - 1] == (doc, float(score))  # the run's order and scores
+        assert float(probability) == calibration.probabilities([float(score)])[0]
+    assert (run_directory / "calibration.png").read_bytes()[:4] == b"\x89PNG"
+    assert "## Calibrated scores" in (run_directory / "model" / "README.md").read_text()
 
 
 def test_an_export_from_before_deployments_is_the_pure_model(fits: dict[str, Path], tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.skipif(MINILM_VOCAB is None, reason="needs ../shared (M
 ELSEWHERE = {  # scripts that other test modules run
     "bench_deployed.py": "test_bench_scripts.py", "bench_gpu.py": "test_bench_gpu.py",
     "bench_loaders.py": "test_bench_scripts.py", "bench_serve.py": "test_serve.py",
-    "bench_startup.py": "test_bench_scripts.py",
+    "bench_startup.py": "test_bench_scripts.py", "calibration_table.py": "test_cv.py",
     "delta_by_length.py": "test_delta_by_length.py", "export_stage.py": "test_sources.py",
     "loss_study.py": "test_loss_study.py",
     "make_collection.py": "test_make_collection.py", "probe_teacher_feedback.py": "test_sources.py",

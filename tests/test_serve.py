@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 from helpers import MINILM_VOCAB, load_script, tiny_bert, tiny_bi_encoder
 
 from rerank.config.teacher import TeacherConfig
 from rerank.config.tokenization import TokenizationConfig
 from rerank.core.hardware import cpu_has_int8_dot
+from rerank.evaluation.calibration import Calibration
 from rerank.inference.export import export
 from rerank.inference.fast_scoring import Gate
 from rerank.inference.reranker import Reranker
@@ -177,6 +179,8 @@ BAD_REQUESTS = [  # path, body (bytes as sent), status, words the error must con
     ("/rerank", b"{\"query\": \"wind\", \"texts\": [\"a\", null]}", 422, "texts[1]: Input should be a valid string"),
     ("/v1/rerank", b"{\"query\": \"wind\", \"documents\": [\"a\"], \"top_k\": 2}", 400, "top_k: unknown field"),
     ("/rerank", b"{\"query\": \"wind\", \"texts\": [\"a\"], \"rawscores\": true}", 422, "rawscores: unknown field"),
+    ("/rerank", b"{\"query\": \"wind\", \"texts\": [\"a\"], \"min_score\": \"high\"}", 422,
+     "min_score: Input should be a valid number"),
     ("/v2/rerank", b"{\"query\": \"wind\", \"documents\": [\"a\", \"b\"], \"first_stage_scores\": [1]}", 400,
      "first_stage_scores: 1 scores for 2 documents"),
     ("/rerank", b"{\"query\": \"wind\", \"texts\": [\"a\"], \"first_stage_scores\": [\"high\"]}", 422,
@@ -448,3 +452,39 @@ def test_precision_auto_serves_the_fastest_path_that_passed_its_gate_and_says_so
         answer = server.post("/rerank", {"query": QUERY, "texts": DOCUMENTS, "raw_scores": True}).json()
     scores = reference.score(QUERY, DOCUMENTS)
     assert all(abs(rank["score"] - scores[rank["index"]]) <= TOLERANCE for rank in answer)
+
+
+def test_a_calibrated_export_serves_probabilities_in_both_apis_ranked_as_the_scores_and_cut_at_min_score(
+        exports: dict[str, Path], tmp_path: Path) -> None:
+    fused = Reranker.from_pretrained(str(exports["fused"]))
+    calibration = Calibration("isotonic", {"scores": [-1.0, 0.0, 0.5, 2.0], "probabilities": [0.1, 0.3, 0.3, 0.9]},
+                              0.3, {"queries": 40, "pairs": 800, "relevant": 90, "log_loss": {}})
+    model = export(fused.model, tmp_path / "calibrated", deployment=fused.deployment, calibration=calibration)
+    reranker = Reranker.from_pretrained(str(model))
+    raw = reranker.score(QUERY, DOCUMENTS, first_stage_scores=SCORES)
+    probabilities = reranker.score(QUERY, DOCUMENTS, first_stage_scores=SCORES, calibrated=True)
+    assert probabilities == pytest.approx(np.interp(raw, [-1, 0, 0.5, 2], [0.1, 0.3, 0.3, 0.9]).tolist())
+    order = sorted(range(len(DOCUMENTS)), key=lambda i: (-raw[i], i))  # the raw scores' order, probability ties too
+    kept = [i for i in order if probabilities[i] >= 0.3]
+    assert 0 < len(kept) < len(order)
+    python = reranker.rerank(QUERY, DOCUMENTS, first_stage_scores=SCORES, calibrated=True, min_score=0.3)
+    assert [index for index, _ in python] == kept
+    body = {"query": QUERY, "first_stage_scores": SCORES}
+    with serving(model) as server:
+        info = server.info()["calibration"]
+        assert info["applied"] == "isotonic" and info["threshold"] == 0.3 and info["map"] == calibration.as_dict()
+        for path, documents, score in (("/v2/rerank", "documents", "relevance_score"), ("/rerank", "texts", "score")):
+            answer = server.post(path, {**body, documents: DOCUMENTS}).json()
+            ranks = answer["results"] if path != "/rerank" else answer
+            assert [rank["index"] for rank in ranks] == order
+            assert all(abs(rank[score] - probabilities[rank["index"]]) <= TOLERANCE for rank in ranks)
+            cut = server.post(path, {**body, documents: DOCUMENTS, "min_score": 0.3}).json()
+            assert [rank["index"] for rank in (cut["results"] if path != "/rerank" else cut)] == kept
+            unscaled = server.post(path, {**body, documents: DOCUMENTS, "raw_scores": True}).json()
+            ranks = unscaled["results"] if path != "/rerank" else unscaled
+            assert all(abs(rank[score] - raw[rank["index"]]) <= TOLERANCE for rank in ranks)
+        top = server.post("/v1/rerank", {**body, "documents": DOCUMENTS, "min_score": 0.3, "top_n": 1}).json()
+        assert [rank["index"] for rank in top["results"]] == kept[:1]
+    assert Reranker.from_pretrained(str(model), ranker="reranker").calibration is None  # the map is the deployed one's
+    with pytest.raises(ValueError, match="this reranker has no calibration"):
+        Reranker.from_pretrained(str(exports["fused"])).score(QUERY, DOCUMENTS, SCORES, calibrated=True)

@@ -72,6 +72,8 @@ class Evaluator(pl.Callback):
         """The test figures of every ranker (after ``trainer.test``), as ``metrics.json`` stores them."""
         self.validations: list[Validated] = []
         """Each validation of the fit so far, in order (kept in checkpoints: a resumed fit has them all)."""
+        self.deployed_test_run: Run = {}
+        """The deployed ranker's run on the test candidates (after ``trainer.test``)."""
         self.choice = ""
         """Which validation's weights were tested and why, in words (after :meth:`tested`)."""
         self._rows: Scored = []
@@ -107,7 +109,8 @@ class Evaluator(pl.Callback):
         pl_module.log_dict(metrics, prog_bar=False)
         self.validations.append(Validated(trainer.current_epoch, trainer.global_step,
                                           evaluate(reranker, qrels, [measure]).values(measure)))
-        _module(pl_module).deploy(selection, reranker)
+        deployed = selection.deployment.combine(reranker, first_stage, runs.teacher)
+        _module(pl_module).deploy(selection, reranker, deployed)
         self._write(trainer, pl_module, reranker, "validation")  # the latest, while training goes on
         self._write(trainer, pl_module, reranker, f"validation.epoch{trainer.current_epoch}")  # kept: the epoch study
 
@@ -138,6 +141,8 @@ class Evaluator(pl.Callback):
         for name, run in runs.items():
             self._write(trainer, pl_module, run, name)
         self.report = report
+        self.deployed_test_run = chosen.deployment.combine(reranker, first_stage,
+                                                           teacher.scores if teacher is not None else None)
         pl_module.log_dict({f"test/{system}/{name}": value for system, values in report.items()
                             for name, value in values.items()})
 

@@ -11,7 +11,9 @@ test runs and writes ``DIR/cv_metrics.json``: each measure the fits report (``ev
 judged test queries (a query without candidates counts 0, as in each fold's ``metrics.json``), per fold,
 and mean +- standard error over folds (:class:`~rerank.core.run_directory.CrossValidationDirectory`), and the ranker
 each fold deployed (``deployed``: each query by its fold's, with paired t-tests against the first stage and the
-teacher), then prints a summary of them (:mod:`rerank.cli.summary`).
+teacher), and the deployed rankers' calibration (``calibration``: each fold's figures, and ECE, Brier and log-loss
+over all the folds' test pairs, each fold's mapped by its own calibration), then prints a summary of them
+(:mod:`rerank.cli.summary`).
 """
 
 from __future__ import annotations
@@ -31,11 +33,22 @@ from lightning.pytorch.cli import LightningArgumentParser
 from ..core import preemption
 from ..core.errors import UserError
 from ..core.logs import configure_logging, keep_log
-from ..core.run_directory import FUSIONS, SYSTEMS, TEACHERS, CrossValidationDirectory, RunDirectory, measures_of
+from ..core.run_directory import (
+    CALIBRATION,
+    FUSIONS,
+    SYSTEMS,
+    TEACHERS,
+    CrossValidationDirectory,
+    RunDirectory,
+    measures_of,
+    read_json,
+)
 from ..data.collection import Collection
 from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, restrict, write_run
+from ..evaluation.calibration import Calibration, pooled_report
 from ..evaluation.measures import evaluate, paired_p
+from ..model.cross_encoder import CONFIG_KEY
 from .arguments import RerankCLI
 from .failures import run
 from .summary import cv_summary, show
@@ -89,6 +102,7 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, 
     runs: dict[str, Run] = {system: {} for system in (*SYSTEMS, DEPLOYED)}
     per_fold: dict[str, list[dict[str, float]]] = {system: [] for system in (*SYSTEMS, DEPLOYED)}
     deployed: list[str] = []
+    calibrated: list[tuple[Calibration | None, Run]] = []
     for fold in folds:
         directory = folder.fold(fold)
         test = read_run(directory.run("test"))
@@ -98,12 +112,16 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, 
         metrics = directory.read_metrics()
         ranker = directory.read_deployment()["ranker"]
         deployed.append(ranker)
+        saved = read_json(directory.model / "config.json").get(CONFIG_KEY, {}).get(CALIBRATION)
+        calibrated.append((Calibration.from_dict(saved) if saved else None, fold_runs[ranker]))
         for system, run_of_fold in (*fold_runs.items(), (DEPLOYED, fold_runs[ranker])):
             runs[system].update(run_of_fold)
         for system, values in (*metrics.items(), (DEPLOYED, metrics[ranker])):
             per_fold[system].append(measures_of(values))
     report: dict[str, Any] = {"folds": folds, "all_queries": {}, "over_folds": {}, "per_fold": {},
-                              DEPLOYED: {"per_fold": deployed, "tests": significance(runs, qrels, measure)}}
+                              DEPLOYED: {"per_fold": deployed, "tests": significance(runs, qrels, measure)},
+                              CALIBRATION: {"per_fold": [folder.fold(fold).read_calibration() for fold in folds],
+                                            "pooled": pooled_report(calibrated, qrels)}}
     for system, system_run in runs.items():
         if not system_run:
             continue

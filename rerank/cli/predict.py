@@ -16,13 +16,15 @@ whatever the export deploys. Before any scoring, the deployed ranker's teacher i
 cannot be found fails, naming the folder and the teacher), and a run whose query lists all carry one score (ranks
 without scores) is refused, naming its file and line, when the deployed ranker mixes the first stage's scores.
 
-``OUT/runs/reranked.run`` receives the deployed ranker's run and ``OUT/runs/reranked.reranker.run`` the pure
-cross-encoder's beside it, best first, written once every process is done
-(:class:`~rerank.callbacks.prediction_writer.RunWriter`). When the collection has qrels, ``OUT/metrics.json`` holds
-the metrics of both, of the teacher when the deployed ranker uses it, and of the first-stage run cut at the same
-depth (over the judged queries of ``data.predict_queries``; a judged query without candidates counts as 0), with
-the deployed ranker (``deployment``), and they are printed. Every query and document of the run must be in the
-collection (checked before any scoring).
+``OUT/runs/reranked.run`` receives the deployed ranker's run and ``OUT/runs/reranked.reranker.run`` the pure cross-
+encoder's beside it, best first, written once every process is done
+(:class:`~rerank.callbacks.prediction_writer.RunWriter`); where the export carries the deployed ranker's calibration
+(:mod:`rerank.evaluation.calibration`), ``OUT/runs/reranked.probabilities.tsv`` gives each candidate's score and
+probability of relevance, in the run's order, and ``metrics.json`` its calibration figures (``calibration``). When
+the collection has qrels, ``OUT/metrics.json`` holds the metrics of both, of the teacher when the deployed ranker
+uses it, and of the first-stage run cut at the same depth (over the judged queries of ``data.predict_queries``; a
+judged query without candidates counts as 0), with the deployed ranker (``deployment``), and they are printed. Every
+query and document of the run must be in the collection (checked before any scoring).
 """
 
 from __future__ import annotations
@@ -43,8 +45,10 @@ from ..callbacks.prediction_writer import RunWriter
 from ..core.logs import configure_logging, keep_log
 from ..core.run_directory import Metrics, RunDirectory
 from ..data.trec import check_scored, write_run
+from ..evaluation.calibration import calibration_report, write_probabilities
 from ..evaluation.measures import evaluate
 from ..inference.fast_scoring import resolve_precision, saved_gates
+from ..inference.reranker import saved_calibration
 from ..model.cross_encoder import require_trained_head
 from ..model.scorer import int8_model
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
@@ -101,16 +105,24 @@ def main(argv: list[str] | None = None) -> Metrics:
         runs = {"reranker": writer.reranked, "first_stage": writer.first_stage, "teacher": teacher,
                 deployment.ranker: deployment.combine(writer.reranked, writer.first_stage, teacher)}
         write_run(runs[deployment.ranker], directory.run(RUN_NAME), tag=f"rerank-{deployment.ranker}{untrained}")
+        calibration = saved_calibration(model.model) if cli.config.ranker == "deployed" else None
+        if calibration is not None:
+            write_probabilities(runs[deployment.ranker], calibration, directory.runs / f"{RUN_NAME}.probabilities.tsv")
         if collection.has_qrels:
             split = data.predict_queries
             qrels = collection.qrels if split == "all" else data.judgments(split)
             metrics = {system: evaluate(runs[system], qrels, evaluator_of(trainer).metrics).mean
                        for system in (deployment.ranker, "reranker", "teacher", "first_stage")
                        if runs[system] is not None}
-            directory.write_metrics(metrics, deployment.as_dict())
+            calibrated = (calibration_report(calibration, runs[deployment.ranker], qrels)
+                          if calibration is not None else None)
+            directory.write_metrics(metrics, deployment.as_dict(), calibration=calibrated)
             print(json.dumps(metrics, indent=2))
         print(f"re-ranked by the deployed ranker, {deployment.describe()}: {directory.run(RUN_NAME)}; the pure "
               f"re-ranker's beside it: {directory.run(f'{RUN_NAME}.reranker')}")
+        if calibration is not None:
+            print(f"its scores as probabilities of relevance ({calibration.describe()}): "
+                  f"{directory.runs / f'{RUN_NAME}.probabilities.tsv'}")
         if untrained:
             print(f"warning: {model.hparams.model_name} scored with an untrained head (--untrained_head): its scores "
                   "come from random weights, and the runs' tags say so")

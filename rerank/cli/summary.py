@@ -84,11 +84,25 @@ def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, di
                                 + (f", on {deployment.queries} validation queries" if deployment.queries else "")]
     lines += [f"warning: {line}" for line in deployment.warnings()]
     lines += [f"note: the recipe was changed by {line}" for line in changes or []]
+    lines += calibration_lines(directory.read_calibration() if directory.metrics.is_file() else None)
     model = directory.model
     lines += [f"model: {model} (rerank predict and rerank.Reranker re-rank with the deployed ranker; transformers "
               "and sentence-transformers load the pure re-ranker)",
               "re-rank with it: " + predict_command(directory)]
     return lines
+
+
+def calibration_lines(report: dict[str, Any] | None) -> list[str]:
+    """The deployed ranker's calibration (``metrics.json``'s ``calibration``), in a line."""
+    if not report:
+        return []
+    if "refused" in report:
+        return [f"warning: {report['refused']}"]
+    calibrated, raw, cut = report["calibrated"], report["raw_sigmoid"], report["cut_off"]
+    return [f"calibrated: {report['method']} on validation; on the {report['pairs']} test pairs ECE "
+            f"{calibrated['ece']:.4f} (the raw sigmoid's {raw['ece']:.4f}), Brier {calibrated['brier']:.4f} "
+            f"({raw['brier']:.4f}); the cut-off {report['threshold']:.4f} keeps {cut['recall']:.0%} of the relevant "
+            f"at precision {cut['precision']:.0%}"]
 
 
 def weights(values: dict[str, float]) -> str:

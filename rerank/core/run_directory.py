@@ -15,7 +15,10 @@ A **run directory** (``rerank fit --output_dir DIR``)::
     DIR/metrics.json              {"reranker": {...}, "first_stage": {...}, "teacher": {...},
                                    "teacher_bi_encoder": {...}, "interpolated": {"w": ..., ...},
                                    "fused": {"w_reranker": ..., "w_teacher": ..., "w_first_stage": ..., ...},
-                                   "deployment": {"ranker": ..., "weights": ..., ...}}
+                                   "deployment": {"ranker": ..., "weights": ..., ...},
+                                   "calibration": {"method": ..., "raw_sigmoid": {...}, "calibrated": {...}, ...}}
+    DIR/calibration.png           the deployed ranker's reliability diagram on the test pairs
+                                  (rerank.evaluation.calibration)
     DIR/model/                    the tested weights, exported with their deployed ranker (rerank.ranker.deployment)
     DIR/preempted.json            while a fit stopped by SIGTERM or SIGINT waits to be resumed (rerank.core.preemption)
     DIR/pretrain/                 the stage's lists; <key>.resume.ckpt while a stopped stage waits to be resumed
@@ -56,6 +59,10 @@ SYSTEMS = ("reranker", "first_stage", *TEACHERS, *FUSIONS)
 """The systems a fit reports: the re-ranker, the first-stage run it re-ranks, the teachers, and the fusions."""
 DEPLOYMENT = "deployment"
 """The key of ``metrics.json`` that holds the deployed ranker (:meth:`rerank.ranker.deployment.Deployment.as_dict`)."""
+
+CALIBRATION = "calibration"
+"""The key of ``metrics.json`` that holds the deployed ranker's calibration figures
+(:func:`rerank.evaluation.calibration.calibration_report`)."""
 
 Metrics = dict[str, dict[str, float]]
 """``{system: {measure: value}}``; the fusions also hold their weights (``w``, ``w_<run>``)."""
@@ -132,6 +139,10 @@ class RunDirectory:
         return self.root / "model"
 
     @property
+    def calibration_diagram(self) -> Path:
+        return self.root / "calibration.png"
+
+    @property
     def preempted(self) -> Path:
         """What a fit stopped by a signal left: its config's digest, the signal, the phase and the time."""
         return self.root / "preempted.json"
@@ -141,18 +152,26 @@ class RunDirectory:
         a checkpoint or a run exists leaves no directory it created."""
         return claimed(self.root, command, keep=lambda: self.checkpoints.exists() or self.runs.exists())
 
-    def write_metrics(self, metrics: Metrics, deployment: dict[str, Any] | None = None) -> None:
-        """``metrics.json``, with the deployed ranker."""
+    def write_metrics(self, metrics: Metrics, deployment: dict[str, Any] | None = None,
+                      calibration: dict[str, Any] | None = None) -> None:
+        """``metrics.json``, with the deployed ranker and its calibration's figures."""
         document: dict[str, Any] = dict(metrics)
         if deployment is not None:
             document[DEPLOYMENT] = deployment
+        if calibration is not None:
+            document[CALIBRATION] = calibration
         write_json(document, self.metrics)
 
     def read_metrics(self) -> Metrics:
         """``metrics.json`` as ``{system: {measure: value}}`` with the current system names."""
         document = read_json(self.metrics)
         document.pop(DEPLOYMENT, None)
+        document.pop(CALIBRATION, None)
         return document
+
+    def read_calibration(self) -> dict[str, Any] | None:
+        """The deployed ranker's calibration figures that ``metrics.json`` holds (None: none)."""
+        return read_json(self.metrics).get(CALIBRATION)
 
     def read_deployment(self) -> dict[str, Any]:
         """The deployed ranker that a fit's ``metrics.json`` names."""

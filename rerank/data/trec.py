@@ -170,7 +170,7 @@ def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str
     each score exactly (it reads back as the same float); ``finish``: as :func:`rerank.core.atomic.atomic_write`'s (a
     cache entry's seal)."""
     with atomic_write(path, finish=finish) as handle:
-        for qid in sorted(run, key=_natural_key):
+        for qid in sorted(run, key=natural_key):
             check_id(qid, "query id", f"{path} (written)")
             for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
                 check_id(doc_id, "doc_id", f"{path} (written)")
@@ -180,11 +180,12 @@ def write_run(run: Mapping[str, Mapping[str, float]], path: str | Path, tag: str
 def write_qrels(qrels: Mapping[str, Mapping[str, int]], path: str | Path) -> None:
     """Write qrels atomically."""
     with atomic_write(path) as handle:
-        for qid in sorted(qrels, key=_natural_key):
+        for qid in sorted(qrels, key=natural_key):
             check_id(qid, "query id", f"{path} (written)")
             for doc_id, relevance in sorted(qrels[qid].items()):
                 handle.write(f"{qid} 0 {check_id(doc_id, 'doc_id', f'{path} (written)')} {relevance}\n")
 
 
-def _natural_key(qid: str) -> tuple[int, int | str]:
+def natural_key(qid: str) -> tuple[int, int | str]:
+    """Numeric ids in numeric order, before the others in text order."""
     return (0, int(qid)) if qid.isdigit() else (1, qid)

@@ -28,6 +28,8 @@ from huggingface_hub import EvalResult, ModelCardData
 
 from ..core.atomic import atomic_directory
 from ..core.run_directory import RunDirectory, measures_of
+from ..evaluation.calibration import RECORD as CALIBRATION
+from ..evaluation.calibration import Calibration
 from ..model import speedups
 from ..model.cross_encoder import CONFIG_KEY, CrossEncoderModel
 from ..ranker.deployment import NAMES, PARTS, Deployment
@@ -52,10 +54,12 @@ SAMPLE_PAIRS = [
 def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | None = None,
            onnx: bool = False, deployment: Deployment | None = None,
            finish: Callable[[Path], None] | None = None,
-           gates: Mapping[str, Gate] | Callable[[Path], Mapping[str, Gate]] | None = None) -> Path:
+           gates: Mapping[str, Gate] | Callable[[Path], Mapping[str, Gate]] | None = None,
+           calibration: Calibration | None = None) -> Path:
     """Write ``model`` to the folder ``out`` (replacing it), atomically, with the ranker it deploys (default: the
-    pure cross-encoder) and the fast paths' quality gates (:mod:`rerank.inference.fast_scoring`: given, or measured
-    on the written folder by ``gates(folder)``) in ``config.json`` and described in the card; returns ``out``.
+    pure cross-encoder), the fast paths' quality gates (:mod:`rerank.inference.fast_scoring`: given, or measured
+    on the written folder by ``gates(folder)``) and the deployed ranker's calibration
+    (:mod:`rerank.evaluation.calibration`) in ``config.json``, each described in the card; returns ``out``.
     ``finish``: as :func:`rerank.core.atomic.atomic_directory`'s (a cache entry's seal)."""
     out = Path(out)
     deployment = deployment or Deployment()
@@ -63,16 +67,30 @@ def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | Non
         model.model.config.sentence_transformers = {"activation_fn": IDENTITY}
         model.save_pretrained(str(staging), deployment=deployment.as_dict())
         gates = (gates(staging) if callable(gates) else gates) or {}
-        if gates:
+        records = {RECORD: {name: gate.as_dict() for name, gate in gates.items()} if gates else None,
+                   CALIBRATION: calibration.as_dict() if calibration is not None else None}
+        if any(records.values()):
             config = json.loads((staging / "config.json").read_text(encoding="utf-8"))
-            config[CONFIG_KEY][RECORD] = {name: gate.as_dict() for name, gate in gates.items()}
+            config[CONFIG_KEY] |= {key: value for key, value in records.items() if value}
             (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-        card_text = "\n".join([model_card(card or {}, deployment).rstrip("\n"), *gate_lines(gates)]) + "\n"
+        card_text = "\n".join([model_card(card or {}, deployment).rstrip("\n"), *gate_lines(gates),
+                               *calibration_lines(calibration)]) + "\n"
         (staging / "README.md").write_text(card_text, encoding="utf-8")
         if onnx:
             (staging / ONNX).parent.mkdir()
             export_onnx(model, staging / ONNX)
     return out
+
+
+def calibration_lines(calibration: Calibration | None) -> list[str]:
+    """The model card's account of the deployed ranker's calibration."""
+    if calibration is None:
+        return []
+    return ["", "## Calibrated scores", "",
+            f"The deployed ranker's score maps to a probability of relevance by {calibration.describe()}. "
+            "`Reranker.rerank(..., calibrated=True)`, `rerank predict` (`runs/reranked.probabilities.tsv`) and "
+            "`rerank serve` (`relevance_score`, `score`; `raw_scores` for the raw ones) give it, and `min_score` "
+            "keeps the documents at or above a probability."]
 
 
 def export_onnx(model: CrossEncoderModel, path: Path) -> float:

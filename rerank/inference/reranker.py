@@ -27,7 +27,9 @@ import torch
 
 from ..config.precision import SCORING_CHOICES
 from ..data.trec import Run, restrict
-from ..model.cross_encoder import CrossEncoderModel, require_trained_head
+from ..evaluation.calibration import RECORD as CALIBRATION
+from ..evaluation.calibration import Calibration
+from ..model.cross_encoder import CONFIG_KEY, CrossEncoderModel, require_trained_head
 from ..model.scorer import CandidateTexts, PairScorer
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
 from ..ranker.memo import EmbeddingMemo, cosines_of_texts
@@ -47,6 +49,8 @@ class Reranker(PairScorer):
         deployment: the ranker to re-rank with and what it needs (default: the pure cross-encoder).
         remember: the teacher's embeddings of this many distinct documents are kept (least recently used out), so
             that a document seen before is not embedded again (0: none; ``rerank serve`` keeps 50,000).
+        calibration: the map from the deployed ranker's score to a probability of relevance (the export's:
+            :mod:`rerank.evaluation.calibration`), which ``calibrated=True`` reports; None: none.
         precision: what the cross-encoder scores in (:data:`rerank.config.precision.SCORING_CHOICES`): ``auto``, the
             fastest that passed the export's quality gate and that this CPU runs fast
             (:mod:`rerank.inference.fast_scoring`); a fast path that failed its gate is refused.
@@ -59,7 +63,7 @@ class Reranker(PairScorer):
     """
 
     def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, remember: int = 0,
-                 precision: str = "32", **options: object) -> None:
+                 precision: str = "32", calibration: Calibration | None = None, **options: object) -> None:
         if precision not in SCORING_CHOICES:
             raise ValueError(f"precision must be one of {', '.join(SCORING_CHOICES)}; got {precision!r}")
         self.gates = saved_gates(model.model.config)
@@ -67,6 +71,7 @@ class Reranker(PairScorer):
         precision, self.precision_reason = resolve_precision(precision, self.gates, device, "this model")
         super().__init__(model, precision=precision, **options)
         self.deployment = deployment or Deployment()
+        self.calibration = calibration
         teacher = self.deployment.teacher
         self.bi_encoder = (load_bi_encoder(teacher.bi_encoder, teacher.max_length, str(self.device))
                            if self.deployment.needs_teacher else None)
@@ -88,10 +93,12 @@ class Reranker(PairScorer):
         model = CrossEncoderModel.from_pretrained(name_or_path)
         if not untrained_head:
             require_trained_head(model, name_or_path)
-        deployment = saved_deployment(model.model.config, name_or_path) if ranker == "deployed" else Deployment()
+        deployment, calibration = Deployment(), None
+        if ranker == "deployed":
+            deployment, calibration = saved_deployment(model.model.config, name_or_path), saved_calibration(model)
         if deployment.needs_teacher:
             check_teacher(deployment.teacher, name_or_path)
-        return cls(model, deployment, **options)
+        return cls(model, deployment, calibration=calibration, **options)
 
     @property
     def untrained_head(self) -> bool:
@@ -104,22 +111,46 @@ class Reranker(PairScorer):
         return self.deployment.ranker
 
     def score(self, query: str, documents: Sequence[str],
-              first_stage_scores: Sequence[float] | None = None) -> list[float]:
+              first_stage_scores: Sequence[float] | None = None, calibrated: bool = False) -> list[float]:
         """The deployed ranker's score of each of ``documents`` (a query's candidates) for ``query``.
 
         Args:
             first_stage_scores: each document's first-stage score (BM25's, say), in the order of ``documents``;
                 needed when the deployed ranker mixes them.
+            calibrated: each score as its probability of relevance (:meth:`probabilities`).
         """
         first_stage = None if first_stage_scores is None else {"q": dict(enumerate(first_stage_scores))}
         run = self.rerank_many({"q": query}, {"q": dict(enumerate(documents))}, first_stage)
-        return [run["q"][index] for index in range(len(documents))] if documents else []
+        scores = [run["q"][index] for index in range(len(documents))] if documents else []
+        return self.probabilities(scores) if calibrated else scores
 
     def rerank(self, query: str, documents: Sequence[str], top_k: int | None = None,
-               first_stage_scores: Sequence[float] | None = None) -> list[tuple[int, float]]:
-        """``(index into documents, score)`` by the deployed ranker, best first (ties: the earlier document first)."""
+               first_stage_scores: Sequence[float] | None = None, calibrated: bool = False,
+               min_score: float | None = None) -> list[tuple[int, float]]:
+        """``(index into documents, score)`` by the deployed ranker, best first (ties: the earlier document first);
+        with ``calibrated``, each score its probability of relevance, in the same order; with ``min_score``, only
+        the documents whose (reported) score is at least it (the export's cut-off: :attr:`threshold`)."""
         scores = self.score(query, documents, first_stage_scores)
-        return sorted(enumerate(scores), key=lambda item: (-item[1], item[0]))[:top_k]
+        reported = self.probabilities(scores) if calibrated else scores
+        ranked = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
+        return [(index, reported[index]) for index in ranked
+                if min_score is None or reported[index] >= min_score][:top_k]
+
+    @property
+    def threshold(self) -> float | None:
+        """The probability cut-off of the export's calibration (the best F1 on the fit's validation pairs)."""
+        return self.calibration.threshold if self.calibration is not None else None
+
+    def probabilities(self, scores: Sequence[float]) -> list[float]:
+        """The deployed ranker's ``scores`` as probabilities of relevance, by the export's calibration.
+
+        Raises:
+            ValueError: the model carries no calibration.
+        """
+        if self.calibration is None:
+            raise ValueError("this reranker has no calibration: a folder exported by rerank fit carries its deployed "
+                             "ranker's (ranker='reranker' and other models have none); use the raw scores")
+        return self.calibration.probabilities(scores).tolist()
 
     def rerank_many(self, queries: Mapping[str, str], candidates: Mapping[str, Mapping[str, str]],
                     first_stage: Mapping[str, Mapping[str, float]] | None = None, progress: str | None = None) -> Run:
@@ -154,3 +185,9 @@ class Reranker(PairScorer):
             raise ValueError(f"no first-stage score for {len(missing)} candidate(s), e.g. query {missing[0][0]!r} "
                              f"document {missing[0][1]!r} (first_stage_scores must give one per document); {advice}")
         return restrict(first_stage, candidates)
+
+
+def saved_calibration(model: CrossEncoderModel) -> Calibration | None:
+    """The deployed ranker's calibration that an export's ``config.json`` records (``rerank.calibration``)."""
+    saved = (getattr(model.model.config, CONFIG_KEY, None) or {}).get(CALIBRATION)
+    return Calibration.from_dict(saved) if saved else None

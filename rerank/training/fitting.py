@@ -30,6 +30,8 @@ from ..core.errors import UserError
 from ..core.logs import keep_log
 from ..core.preemption import Preempted
 from ..core.run_directory import Metrics, RunDirectory, read_json, write_json
+from ..data.trec import Run
+from ..evaluation.calibration import Calibration, calibration_report, fit_calibration, reliability_diagram
 from ..inference.export import card_metrics, export
 from ..inference.fast_scoring import measure
 from .datamodule import RerankDataModule
@@ -157,10 +159,30 @@ def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
             on_cpu = next(model.parameters()).device.type == "cpu"  # a GPU fit's CPU paths would take long to score
             gates = functools.partial(measure, run=model.validation_run, queries=data.collection.queries,
                                       texts=data.collection.documents.text, qrels=data.judgments("validation"))
-            export(model.model, directory.model, card, deployment=model.deployment, gates=gates if on_cpu else None)
-        directory.write_metrics(evaluation.report, model.deployment.as_dict())  # last: the fit is done
+            calibration, calibrated = calibrate(model.deployed_validation_run, evaluation.deployed_test_run, data)
+            export(model.model, directory.model, card, deployment=model.deployment, gates=gates if on_cpu else None,
+                   calibration=calibration)
+        # last: the fit is done
+        directory.write_metrics(evaluation.report, model.deployment.as_dict(), calibration=calibrated)
     return FitResult(directory.root, evaluation.report, model.deployment.as_dict(), evaluation.choice,
                      evaluation.selection.measure, len(data.judgments("test")), parts.changes)
+
+
+def calibrate(validation: Run, test: Run, data: RerankDataModule) -> tuple[Calibration | None, dict[str, Any]]:
+    """The deployed ranker's calibration fitted on its ``validation`` run and its figures on its ``test`` run
+    (:mod:`rerank.evaluation.calibration`), with the reliability diagram in the run directory; a map that cannot be
+    fitted is refused with a warning, and the export keeps the raw scores (its figures say why)."""
+    try:
+        calibration = fit_calibration(validation, data.judgments("validation"))
+    except UserError as refused:
+        logger.warning("%s", refused)
+        return None, {"refused": str(refused)}
+    report = calibration_report(calibration, test, data.judgments("test"))
+    reliability_diagram(calibration, test, data.judgments("test"), data.directory.calibration_diagram,
+                        f"the deployed ranker on {report['pairs']} test pairs")
+    logger.info("calibration: %s; test ECE %.4f (the raw sigmoid's %.4f)", calibration.describe(),
+                report["calibrated"]["ece"], report["raw_sigmoid"]["ece"])
+    return calibration, report
 
 
 def resumed(directory: RunDirectory, digest: str) -> str | None:

@@ -143,6 +143,9 @@ class RerankModule(pl.LightningModule):
         self.validation_run: Run = {}
         """The re-ranker's run on the latest validation, which ``deployment`` was chosen on (kept in checkpoints):
         the test writes the tested checkpoint's as ``runs/validation.run``."""
+        self.deployed_validation_run: Run = {}
+        """The deployed ranker's run of the same candidates (kept in checkpoints), which its calibration is fitted
+        on."""
         self._seed = 0
         self.log_prefix = "train"
         """Where the training losses are logged: ``train/`` (the judgment-free stage's: ``stage/``)."""
@@ -226,18 +229,21 @@ class RerankModule(pl.LightningModule):
         """The ranker chosen on the latest validation: what the export deploys."""
         return self.selection.deployment
 
-    def deploy(self, selection: Selection, validation_run: Run) -> None:
-        """Keep what a validation chose (``selection``, on the re-ranker's ``validation_run``), which the test and
-        the export use, saved with the validation run in checkpoints."""
-        self.selection, self.validation_run = selection, validation_run
+    def deploy(self, selection: Selection, validation_run: Run, deployed_run: Run) -> None:
+        """Keep what a validation chose (``selection``, on the re-ranker's ``validation_run``) and the chosen
+        ranker's run of the same candidates (``deployed_run``, which the calibration is fitted on), which the test
+        and the export use, saved in checkpoints."""
+        self.selection, self.validation_run, self.deployed_validation_run = selection, validation_run, deployed_run
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["selection"] = self.selection.as_dict()
         checkpoint["validation_run"] = self.validation_run
+        checkpoint["deployed_validation_run"] = self.deployed_validation_run
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         self.selection = Selection.from_dict(checkpoint["selection"], "checkpoint")
         self.validation_run = checkpoint["validation_run"]
+        self.deployed_validation_run = checkpoint["deployed_validation_run"]
 
 
 def _check_options(options: Mapping[str, Any]) -> None:

@@ -42,12 +42,14 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ...config.serve import ServeConfig
+from ...evaluation.calibration import Calibration, sigmoid
 from ...version import __version__
 from ..reranker import Reranker
 from .batching import Batcher, Job, QueueFull
@@ -120,12 +122,24 @@ class Service:
                 "device": str(self.reranker.device), "precision": self.reranker.precision,
                 "precision_reason": self.reranker.precision_reason,
                 "fast_scoring": {name: gate.as_dict() for name, gate in self.reranker.gates.items()},
+                "calibration": self._calibration(),
                 "limits": {"max_documents": config.max_documents, "max_body_bytes": config.max_body_bytes,
                            "batch_pairs": config.batch_pairs, "max_wait_ms": config.max_wait_ms,
                            "max_queue_pairs": config.max_queue_pairs},
                 "scored": dict(self.batcher.scored) if self.batcher is not None else None,
                 "remembered_documents": len(self.reranker.memo) if self.reranker.memo is not None else 0,
                 "queued_pairs": self.batcher.queued_pairs if self.batcher is not None else 0}
+
+
+    def _calibration(self) -> dict[str, Any]:
+        """``/info``'s account of the scores each API returns."""
+        calibration = self.reranker.calibration
+        if calibration is None:
+            return {"applied": None, "relevance_score": "the deployed ranker's raw score",
+                    "score": "the sigmoid of the deployed ranker's score"}
+        return {"applied": calibration.method, "description": calibration.describe(),
+                "threshold": calibration.threshold, "relevance_score": "the calibrated probability",
+                "score": "the calibrated probability", "map": calibration.as_dict()}
 
 
 @dataclass(frozen=True)
@@ -228,7 +242,7 @@ def create_app(service: Service) -> FastAPI:
     return app
 
 
-Answer = Callable[[Any, list[float]], Any]
+Answer = Callable[[Any, list[float], Calibration | None], Any]
 
 
 async def _rerank(request: Request, service: Service, api: Api, answer: Answer) -> Response:
@@ -271,7 +285,7 @@ async def _rerank(request: Request, service: Service, api: Api, answer: Answer) 
     if not all(math.isfinite(score) for score in scores):
         return api.error(422, "the deployed ranker gave a score that is not a finite number for this request "
                               "(first_stage_scores too far apart?)")
-    return JSONResponse(answer(parsed, scores), headers=_headers(reranker))
+    return JSONResponse(answer(parsed, scores, reranker.calibration), headers=_headers(reranker))
 
 
 def _unauthorised(api: Api) -> JSONResponse:
@@ -329,27 +343,39 @@ def _check_untruncated(reranker: Reranker, query: str, texts: list[str], field: 
                               f"reads ({len(documents_cut)} such text(s)); send truncate: true to have them cut")
 
 
-def _ranked(scores: list[float]) -> list[int]:
-    """The documents' indices, best first (ties: the earlier document first), as ``Reranker.rerank`` orders them."""
-    return sorted(range(len(scores)), key=lambda index: (-scores[index], index))
+def _ranked(request: CohereRequest | TeiRequest, scores: list[float], reported: list[float]) -> list[int]:
+    """The documents' indices, best first by the deployed ranker's scores (ties: the earlier document first), as
+    ``Reranker.rerank`` orders them, those whose ``reported`` score is below ``min_score`` left out."""
+    order = sorted(range(len(scores)), key=lambda index: (-scores[index], index))
+    return [index for index in order if request.min_score is None or reported[index] >= request.min_score]
+
+
+def reported_scores(request: CohereRequest | TeiRequest, scores: list[float], calibration: Calibration | None,
+                    uncalibrated: Callable[[np.ndarray], np.ndarray]) -> list[float]:
+    """The scores an answer gives: the deployed ranker's ``scores`` with ``raw_scores``, else their calibrated
+    probabilities where the export carries a calibration, else ``uncalibrated(scores)`` (each API's own)."""
+    if request.raw_scores:
+        return scores
+    values = np.asarray(scores)
+    return (calibration.probabilities(values) if calibration is not None else uncalibrated(values)).tolist()
 
 
 def _cohere_answer(version: str) -> Answer:
-    def answer(request: CohereRequest, scores: list[float]) -> dict[str, Any]:
-        order = _ranked(scores)[: request.top_n]
+    def answer(request: CohereRequest, scores: list[float], calibration: Calibration | None) -> dict[str, Any]:
+        reported = reported_scores(request, scores, calibration, lambda values: values)
         texts = request.texts
-        results = [{"index": index, "relevance_score": scores[index],
-                    **({"document": {"text": texts[index]}} if request.return_documents else {})} for index in order]
+        results = [{"index": index, "relevance_score": reported[index],
+                    **({"document": {"text": texts[index]}} if request.return_documents else {})}
+                   for index in _ranked(request, scores, reported)[: request.top_n]]
         return {"id": str(uuid.uuid4()), "results": results,
                 "meta": {"api_version": {"version": version}, "billed_units": {"search_units": 1}}}
     return answer
 
 
-def _tei_answer(request: TeiRequest, scores: list[float]) -> list[dict[str, Any]]:
-    """Scores as text-embeddings-inference gives them: the sigmoid of the model's score unless ``raw_scores``."""
-    return [{"index": index, "score": scores[index] if request.raw_scores else _sigmoid(scores[index]),
-             **({"text": request.texts[index]} if request.return_text else {})} for index in _ranked(scores)]
-
-
-def _sigmoid(score: float) -> float:
-    return 1 / (1 + math.exp(-score)) if score >= 0 else math.exp(score) / (1 + math.exp(score))
+def _tei_answer(request: TeiRequest, scores: list[float], calibration: Calibration | None) -> list[dict[str, Any]]:
+    """Scores as text-embeddings-inference gives them (the sigmoid of the model's score) where the export carries
+    no calibration."""
+    reported = reported_scores(request, scores, calibration, sigmoid)
+    return [{"index": index, "score": reported[index],
+             **({"text": request.texts[index]} if request.return_text else {})}
+            for index in _ranked(request, scores, reported)]

@@ -8,8 +8,10 @@
 - **text-embeddings-inference's** ``POST /rerank`` (:class:`TeiRequest`): ``{query, texts, raw_scores, return_text,
   truncate, truncation_direction}``, answered ``[{index, score, text?}]``.
 
-Both take one field more, ``first_stage_scores`` (a number per document, e.g. BM25's), which the deployed ranker
-needs when it mixes the first stage's scores (``interpolated``, ``fused``: :mod:`rerank.ranker.deployment`). Any other
+Both take three fields more: ``first_stage_scores`` (a number per document, e.g. BM25's), which the deployed ranker
+needs when it mixes the first stage's scores (``interpolated``, ``fused``: :mod:`rerank.ranker.deployment`);
+``min_score``, which keeps only the documents whose returned score is at least it; and (Cohere's, as TEI's own)
+``raw_scores``, the deployed ranker's raw scores in place of its calibrated probabilities. Any other
 field is refused, naming it: a misspelt ``top_k`` would otherwise be ignored in silence. :func:`parse` turns a request
 body into one of these or a :class:`BadRequest` that names the field at fault. The answers and errors of each API are
 models here too (:class:`CohereResponse`, :class:`CohereError`, :class:`TeiRank`, :class:`TeiError`), so that the
@@ -43,6 +45,8 @@ class _Request(BaseModel):
 
     query: str
     first_stage_scores: list[Score] | None = None
+    min_score: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    raw_scores: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> _Request:
@@ -87,7 +91,6 @@ class TeiRequest(_Request):
 
     documents_field: ClassVar[str] = "texts"
     texts_: list[str] = Field(alias="texts")
-    raw_scores: bool = False
     return_text: bool = False
     truncate: bool | None = None
     truncation_direction: Literal["right", "Right"] = "right"
