@@ -152,7 +152,8 @@ def test_cv_pools_each_folds_calibrated_test_pairs(cv_dir: tuple[Path, Path]) ->
         assert pooled[name]["brier"] == pytest.approx(np.mean((np.array(values) - np.array(labels)) ** 2))
     printed = subprocess.run([sys.executable, str(script_path("calibration_table.py")), str(folder)],
                              capture_output=True, text=True, check=True).stdout
-    assert f"| **listnet, pooled** | each fold its own | {len(labels)} | {pooled['raw_sigmoid']['ece']:.4f} |" in printed
+    row = f"| **listnet, pooled** | each fold its own | {len(labels)} | {pooled['raw_sigmoid']['ece']:.4f} |"
+    assert row in printed
 
 
 def z_scores(scores: dict[str, float], docs: list[str]) -> np.ndarray:
