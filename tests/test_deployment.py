@@ -14,7 +14,7 @@ from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
 from scipy import stats
 
 from rerank.cli import fit, predict
-from rerank.cli.summary import ROWS
+from rerank.cli.summary import ROWS, calibration_lines
 from rerank.config.teacher import TeacherConfig
 from rerank.data.collection import Collection
 from rerank.data.collection_config import CollectionConfig
@@ -221,8 +221,14 @@ def test_the_fit_calibrates_its_deployed_ranker_on_validation_and_predict_gives_
     for qid, doc, rank, score, probability in rows[1:]:
         assert ranked(run[qid])[int(rank) - 1] == (doc, float(score))  # the run's order and scores
         assert float(probability) == calibration.probabilities([float(score)])[0]
+    summary = calibration_lines(fitted)[0]  # what the fit's summary prints
+    ece, raw = fitted["calibrated"]["ece"], fitted["raw_sigmoid"]["ece"]
+    assert summary.startswith(f"calibrated: {calibration.method} on validation; on the {fitted['pairs']} test pairs "
+                              f"ECE {ece:.4f} (the raw sigmoid's {raw:.4f})")
     assert (run_directory / "calibration.png").read_bytes()[:4] == b"\x89PNG"
-    assert "## Calibrated scores" in (run_directory / "model" / "README.md").read_text()
+    card = (run_directory / "model" / "README.md").read_text()
+    assert "## Calibrated scores" in card
+    assert f"| calibrated | {ece:.4f} | {fitted['calibrated']['brier']:.4f} |" in card
 
 
 def test_an_export_from_before_deployments_is_the_pure_model(fits: dict[str, Path], tmp_path: Path) -> None:

@@ -469,6 +469,8 @@ def test_a_calibrated_export_serves_probabilities_in_both_apis_ranked_as_the_sco
     assert 0 < len(kept) < len(order)
     python = reranker.rerank(QUERY, DOCUMENTS, first_stage_scores=SCORES, calibrated=True, min_score=0.3)
     assert [index for index, _ in python] == kept
+    assert [index for index, _ in reranker.rerank(QUERY, DOCUMENTS, first_stage_scores=SCORES, calibrated=True)] == [
+        index for index, _ in reranker.rerank(QUERY, DOCUMENTS, first_stage_scores=SCORES)] == order
     body = {"query": QUERY, "first_stage_scores": SCORES}
     with serving(model) as server:
         info = server.info()["calibration"]

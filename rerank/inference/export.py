@@ -74,7 +74,7 @@ def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | Non
             config[CONFIG_KEY] |= {key: value for key, value in records.items() if value}
             (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         card_text = "\n".join([model_card(card or {}, deployment).rstrip("\n"), *gate_lines(gates),
-                               *calibration_lines(calibration)]) + "\n"
+                               *calibration_lines(calibration, (card or {}).get("calibration"))]) + "\n"
         (staging / "README.md").write_text(card_text, encoding="utf-8")
         if onnx:
             (staging / ONNX).parent.mkdir()
@@ -82,15 +82,25 @@ def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | Non
     return out
 
 
-def calibration_lines(calibration: Calibration | None) -> list[str]:
-    """The model card's account of the deployed ranker's calibration."""
+def calibration_lines(calibration: Calibration | None, report: Mapping[str, Any] | None = None) -> list[str]:
+    """The model card's account of the deployed ranker's calibration, with its test figures (``report``:
+    :func:`rerank.evaluation.calibration.calibration_report`'s) when given."""
     if calibration is None:
         return []
-    return ["", "## Calibrated scores", "",
-            f"The deployed ranker's score maps to a probability of relevance by {calibration.describe()}. "
-            "`Reranker.rerank(..., calibrated=True)`, `rerank predict` (`runs/reranked.probabilities.tsv`) and "
-            "`rerank serve` (`relevance_score`, `score`; `raw_scores` for the raw ones) give it, and `min_score` "
-            "keeps the documents at or above a probability."]
+    lines = ["", "## Calibrated scores", "",
+             f"The deployed ranker's score maps to a probability of relevance by {calibration.describe()}. "
+             "`Reranker.rerank(..., calibrated=True)`, `rerank predict` (`runs/reranked.probabilities.tsv`) and "
+             "`rerank serve` (`relevance_score`, `score`; `raw_scores` for the raw ones) give it, and `min_score` "
+             "keeps the documents at or above a probability."]
+    if report:
+        lines += ["", f"On the {report['pairs']} test pairs ({report['relevant']} relevant):", "",
+                  "| score | ECE | Brier | log-loss |", "|---|---:|---:|---:|"]
+        lines += [f"| {name} | {report[key]['ece']:.4f} | {report[key]['brier']:.4f} | {report[key]['log_loss']:.4f} |"
+                  for key, name in (("raw_sigmoid", "the raw score's sigmoid"), ("calibrated", "calibrated"))]
+        cut = report["cut_off"]
+        lines += ["", f"The cut-off keeps {cut['kept']} test pairs: recall {cut['recall']:.4f}, precision "
+                      f"{cut['precision']:.4f}."]
+    return lines
 
 
 def export_onnx(model: CrossEncoderModel, path: Path) -> float:

@@ -60,6 +60,7 @@ class Reranker(PairScorer):
     Attributes:
         precision: what it scores in (``auto`` resolved); ``precision_reason``: why, in words.
         gates: the quality gates the export records, by fast path.
+        calibration: the deployed ranker's calibration (None: none); :attr:`threshold`: its cut-off.
     """
 
     def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, remember: int = 0,

@@ -160,8 +160,8 @@ def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
             gates = functools.partial(measure, run=model.validation_run, queries=data.collection.queries,
                                       texts=data.collection.documents.text, qrels=data.judgments("validation"))
             calibration, calibrated = calibrate(model.deployed_validation_run, evaluation.deployed_test_run, data)
-            export(model.model, directory.model, card, deployment=model.deployment, gates=gates if on_cpu else None,
-                   calibration=calibration)
+            export(model.model, directory.model, card | {"calibration": calibrated}, deployment=model.deployment,
+                   gates=gates if on_cpu else None, calibration=calibration)
         # last: the fit is done
         directory.write_metrics(evaluation.report, model.deployment.as_dict(), calibration=calibrated)
     return FitResult(directory.root, evaluation.report, model.deployment.as_dict(), evaluation.choice,

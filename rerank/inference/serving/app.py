@@ -10,10 +10,14 @@ APIs that search stacks already call.
 ``GET /info``              the model, its deployed ranker and weights, its rows, the limits, the version
 =========================  =============================================================================
 
-Every request is scored by the export's deployed ranker (:class:`~rerank.inference.reranker.Reranker`), batched with the
-other requests in flight (:mod:`rerank.inference.serving.batching`), so a request gets what ``Reranker.rerank`` gives
-for the same query and documents. The deployed ranker's name is in each answer's ``X-Rerank-Ranker`` header; a model
-served with an untrained head (``--untrained_head``) says so in ``X-Rerank-Untrained-Head: true`` and in ``/info``.
+Every request is scored by the export's deployed ranker (:class:`~rerank.inference.reranker.Reranker`), batched with
+the other requests in flight (:mod:`rerank.inference.serving.batching`), so a request gets what ``Reranker.rerank``
+gives for the same query and documents, in its order. Where the export carries the deployed ranker's calibration
+(:mod:`rerank.evaluation.calibration`), Cohere's ``relevance_score`` and text-embeddings-inference's ``score`` are
+its probability of relevance unless the request sets ``raw_scores``; ``min_score`` keeps the documents whose returned
+score is at least it; ``/info`` says which map applies. The deployed ranker's name is in each answer's
+``X-Rerank-Ranker`` header; a model served with an untrained head (``--untrained_head``) says so in
+``X-Rerank-Untrained-Head: true`` and in ``/info``.
 
 Refusals, each in the original API's error shape (Cohere: ``{"message": ...}``; text-embeddings-inference:
 ``{"error": ..., "error_type": ...}``), naming the field at fault, the server serving on:
