@@ -16,6 +16,7 @@ from helpers import CRANFIELD, MINILM_VOCAB, REPO, cranfield_workdir, script_pat
 from scipy import stats
 
 from rerank.cli import compare, cv
+from rerank.cli.summary import cv_summary
 from rerank.config.selection import SelectionRules
 from rerank.config.teacher import TeacherConfig
 from rerank.data.collection import Collection
@@ -154,6 +155,8 @@ def test_cv_pools_each_folds_calibrated_test_pairs(cv_dir: tuple[Path, Path]) ->
                              capture_output=True, text=True, check=True).stdout
     row = f"| **listnet, pooled** | each fold its own | {len(labels)} | {pooled['raw_sigmoid']['ece']:.4f} |"
     assert row in printed
+    summary = cv_summary(json.loads((folder / "cv_metrics.json").read_text()), "nDCG@10", folder)
+    assert f"calibrated: over the {len(labels)} test pairs of 2 folds, each by its fold's map, ECE" in summary
 
 
 def z_scores(scores: dict[str, float], docs: list[str]) -> np.ndarray:

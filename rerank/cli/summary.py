@@ -157,6 +157,12 @@ def cv_summary(report: dict[str, Any], measure: str, root: Path) -> list[str | T
             lines.append(f"deployed against the {NAMES.get(baseline, baseline)}: {test['difference']:+.4f} "
                          f"{measure}, paired t-test over {test['queries']} queries, p = {test['p']:.2g}"
                          + (" (significant at 0.05)" if test["p"] < 0.05 else " (level)"))
+    pooled = (report.get("calibration") or {}).get("pooled")
+    if pooled:
+        calibrated, raw = pooled["calibrated"], pooled["raw_sigmoid"]
+        lines.append(f"calibrated: over the {pooled['pairs']} test pairs of {pooled['folds']} folds, each by its "
+                     f"fold's map, ECE {calibrated['ece']:.4f} (the raw sigmoid's {raw['ece']:.4f}), Brier "
+                     f"{calibrated['brier']:.4f} ({raw['brier']:.4f})")
     lines.append(f"runs and metrics: {root} (cv_metrics.json; test.deployed.run: every query by its fold's deployed "
                  "ranker)")
     return lines
