@@ -273,6 +273,15 @@ def test_every_value_is_checked_before_the_collection_or_the_model_is_opened(tmp
     assert "nowhere" not in first
 
 
+def test_a_number_given_to_a_text_option_is_read_as_its_text(tmp_path: Path) -> None:
+    """``--serve.precision 32`` (a text option whose value YAML reads as a number) passes the early check: the
+    next mistake, the missing model, is the one said."""
+    for precision in ("32", "bf16"):
+        status, _, error = probe("serve", "--model.model_name", str(tmp_path / "none"), "--serve.precision", precision)
+        assert status["code"] == 2 and without_first_use(error).splitlines()[0].startswith(
+            "error: --model.model_name: model.model_name"), error
+
+
 def test_a_value_in_a_config_file_is_named_by_its_file_and_line_and_a_missing_file_after_the_values(
         tmp_path: Path) -> None:
     config = tmp_path / "mine.yaml"

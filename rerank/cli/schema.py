@@ -61,7 +61,7 @@ class Option:
     """What the stored schema knows of one option."""
 
     kind: str
-    type: str | None = None  # int, float, bool or choice (for VALUE)
+    type: str | None = None  # int, float, bool, choice or str (for VALUE)
     choices: tuple[str, ...] = ()
     nullable: bool = False
 
@@ -301,7 +301,7 @@ EXPECTED = {"int": "an integer", "float": "a finite number", "bool": "true or fa
 def _check_value(option: Option, value: Any, text: str, where: str) -> None:
     """Fail where the parser certainly would: ``value`` (as YAML reads it; ``text`` as written) is not of the
     option's type."""
-    if option.type is None or (value is None and option.nullable) or str(value) in option.choices:
+    if option.type in (None, "str") or (value is None and option.nullable) or str(value) in option.choices:
         return
     if option.type == "int":
         valid = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and _is(int, text))
@@ -422,7 +422,7 @@ def _typed(key: str, hint: Any) -> dict[str, Option]:
         choices = tuple(dict.fromkeys(str(choice) for argument in literals for choice in typing.get_args(argument)))
         return {key: Option(VALUE, scalar[others[0]] if others else "choice", choices, nullable)}
     if all(argument is str for argument in arguments):
-        return {key: Option(VALUE, nullable=nullable)}
+        return {key: Option(VALUE, "str", nullable=nullable)}
     return {key: Option(OPEN, nullable=nullable)}
 
 

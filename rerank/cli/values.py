@@ -130,8 +130,10 @@ def _kind(options: Mapping[str, Any], key: str) -> str | None:
 
 def _typed(options: Mapping[str, Any], key: str, value: Any) -> Any:
     """``value`` as the parser reads an option of that type: a float written as text (``1e-5``, which YAML 1.1 reads
-    as a string) or as an integer as the float."""
+    as a string) or as an integer as the float; a number given to a text option as its text (``precision: 32``)."""
     option = options.get(key)
+    if option is not None and option.type == "str" and isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
     if option is None or option.type not in ("float", "int") or isinstance(value, bool):
         return value
     if option.type == "float" and isinstance(value, int | str):

@@ -29,6 +29,7 @@ import json
 import platform
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -204,7 +205,9 @@ def main(argv: list[str] | None = None) -> None:
                           "flags": cpu_flags(), "peaks": rates},
               "versions": {name: _version(name) for name in ("torch", "onnxruntime", "sentence-transformers",
                                                              "openvino", "optimum-intel", "transformers")},
-              "command": "python scripts/benchmarks/bench_cpu_scoring.py " + " ".join(argv or []), "gates": gates,
+              "command": " ".join(["python scripts/benchmarks/bench_cpu_scoring.py",
+                                   *(sys.argv[1:] if argv is None else argv)]),
+              "gates": gates,
               "results": results}
     show(record)
     if args.json:

@@ -11,7 +11,9 @@ serve too), ``rerank serve`` with the export's deployed ranker, and Infinity wit
 rerank's own environment cannot have: ``make bench-serve`` builds ``.venv-infinity``). Offline, in this process: the
 pairs per second of ``Reranker.rerank_many`` over the same requests (the scoring loop of ``rerank predict``) and the
 latency of one ``Reranker.rerank`` call of ``n`` documents. Every answer's scores are checked against the offline
-ones (1e-5; Infinity's against the sigmoid of the pure cross-encoder's).
+ones (the raw scores, ``raw_scores``; within 1e-5 in float32, :data:`FAST_TOLERANCE` in bf16 or int8; Infinity's
+against the sigmoid of the pure cross-encoder's). ``--precision`` is what rerank scores in, offline and served
+(``auto``: the fastest path that passed the export's gate and that the CPU runs fast).
 
     python scripts/benchmarks/bench_serve.py --model runs/cranfield/model --output docs/experiments/bench_serve.json
 """
@@ -42,6 +44,9 @@ from rerank import Collection, CollectionConfig, FirstStageConfig, Reranker, ret
 
 CRANFIELD = CollectionConfig(ir_datasets="cranfield", label_map={-1: 0, 1: 4, 2: 3, 3: 2, 4: 1})
 TOLERANCE = 1e-5
+FAST_TOLERANCE = 0.05
+"""How far a served bf16 or int8 score may be from the offline one: their rounding depends on the batch a pair is
+scored in, which differs between the server (requests batched together) and offline."""
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--requests", type=int, default=32, help="the most requests a client sends in a round")
     parser.add_argument("--seconds", type=float, default=60, help="a round stops sending after this long")
     parser.add_argument("--repeats", type=int, default=2, help="offline passes (the best counts)")
+    parser.add_argument("--precision", default="32", help="what rerank's cross-encoder scores in, offline and served "
+                                                           "(32, bf16, int8, auto: rerank.inference.fast_scoring)")
     parser.add_argument("--infinity", default=None, help="the Python of an environment with infinity-emb")
     parser.add_argument("--logs", type=Path, default=Path("outputs/bench_serve"))
     parser.add_argument("--output", type=Path, default=None)
@@ -209,7 +216,10 @@ def main(argv: list[str] | None = None) -> dict:
                                 "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
                                 "torch": torch.__version__},
                     "command": " ".join(relative(argument) for argument in sys.argv), "offline": {}, "rounds": []}
-    rerankers = {ranker: Reranker.from_pretrained(args.model, ranker=ranker) for ranker in ("reranker", "deployed")}
+    rerankers = {ranker: Reranker.from_pretrained(args.model, ranker=ranker, precision=args.precision, device="cpu")
+                 for ranker in ("reranker", "deployed")}
+    report["precision"] = rerankers["reranker"].precision_reason
+    tolerance = TOLERANCE if rerankers["reranker"].precision == "32" else FAST_TOLERANCE
     deployed = rerankers["deployed"].deployment.describe()
     report["deployed"] = deployed
     expected = {ranker: {n: expected_scores(reranker, pool) for n, pool in pools.items()}
@@ -222,19 +232,20 @@ def main(argv: list[str] | None = None) -> dict:
     for ranker in ("reranker", "deployed"):
         port = free_port()
         served = Served([sys.executable, "-m", "rerank", "serve", "--model.model_name", args.model, "--ranker", ranker,
-                         "--serve.port", str(port), "--serve.max_documents", str(max(args.documents))], port, "/ready",
+                         "--serve.port", str(port), "--serve.max_documents", str(max(args.documents)),
+                         "--serve.precision", args.precision, "--serve.device", "cpu"], port, "/ready",
                         args.logs / f"rerank-{ranker}.log")
 
         def check(n: int, ranker: str = ranker) -> Check:
             def agrees(request: Request, answer: dict) -> None:
                 scores = expected[ranker][n][(request.query, n)]
-                assert all(abs(r["relevance_score"] - scores[r["index"]]) <= TOLERANCE for r in answer["results"])
+                assert all(abs(r["relevance_score"] - scores[r["index"]]) <= tolerance for r in answer["results"])
             return agrees
 
         try:
             report["rounds"] += [asdict(r) for r in rounds(
                 f"rerank serve ({'pure' if ranker == 'reranker' else deployed})", f"{served.url}/v2/rerank", pools,
-                args, lambda request: {"model": "rerank", **asdict(request)}, check)]
+                args, lambda request: {"model": "rerank", "raw_scores": True, **asdict(request)}, check)]
         finally:
             served.stop()
     if args.infinity:
