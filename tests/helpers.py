@@ -58,6 +58,17 @@ def random_lists(
     return scores, labels
 
 
+def flat(values: dict, prefix: str = "") -> dict:
+    """A nested mapping as ``{"a.b": value}`` (what ``pytest.approx`` compares)."""
+    found = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            found |= flat(value, f"{prefix}{key}.")
+        else:
+            found[f"{prefix}{key}"] = value
+    return found
+
+
 def tiny_bert(folder: Path, with_head: bool = False, real_vocabulary: bool = False, dropout: float = 0.1) -> Path:
     """A 2-layer random BERT (hidden size 32) saved as a Hugging Face folder.
 

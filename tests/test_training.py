@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 import yaml
-from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir
+from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, flat
 
 from rerank.callbacks.evaluator import Evaluator, Validated, evaluator_of
 from rerank.cli import fit
@@ -270,7 +270,9 @@ def test_resume_after_a_kill_finishes_like_an_uninterrupted_run(workdir: Path, t
     assert not any(system_temp.iterdir())  # and no checkpoint staged in the system's temporary folder
     expected = json.loads((tmp_path / "straight" / "metrics.json").read_text())
     resumed_metrics = json.loads((tmp_path / "resumed" / "metrics.json").read_text())
-    assert set(expected) == set(resumed_metrics) == {"reranker", "first_stage", "deployment"}
+    assert set(expected) == set(resumed_metrics) == {"reranker", "first_stage", "deployment", "calibration"}
+    calibrated = resumed_metrics.pop("calibration")  # fitted on the tested checkpoint's validation run, resumed too
+    assert flat(calibrated) == pytest.approx(flat(expected.pop("calibration")), abs=1e-6)
     deployed, straight = resumed_metrics.pop("deployment"), expected.pop("deployment")
     assert deployed["ranker"] == straight["ranker"]  # the same ranker, chosen on the same validation figures
     assert deployed["validation"] == pytest.approx(straight["validation"], abs=1e-6)
