@@ -52,6 +52,7 @@ def test_train_returns_the_runs_folder_and_metrics_and_tensorboard_sees_the_whol
     assert isinstance(result, rerank.FitResult) and result.folder == tmp_path / "run"
     written = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert written.pop("deployment") == result.deployment
+    assert written.pop("calibration") == result.calibration  # its figures, or (this tiny model) why it was refused
     assert written == result.metrics and list(measures_of(result.metrics["reranker"])) == ["nDCG@10", "RR@10", "AP"]
     assert result.model == tmp_path / "run" / "model" and (result.model / "model.safetensors").is_file()
     assert rerank.Reranker.from_pretrained(str(result.model), ranker="reranker").score("wind", ["tunnel"])

@@ -54,6 +54,8 @@ class FitResult:
         measure: the measure every choice was made on (``evaluation.selection.measure``).
         test_queries: how many judged test queries the figures are over.
         changes: what options changed in the recipe, in words.
+        calibration: the deployed ranker's calibration figures on the test fold (``metrics.json``'s
+            ``calibration``: :func:`rerank.evaluation.calibration.calibration_report`, or why it was refused).
     """
 
     folder: Path
@@ -63,6 +65,7 @@ class FitResult:
     measure: str = ""
     test_queries: int = 0
     changes: list[str] = field(default_factory=list)
+    calibration: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model(self) -> Path:
@@ -149,10 +152,13 @@ def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
     with preemption.phase("the training folds"):
         # checkpoints hold tensors and plain values only: loaded without unpickling arbitrary objects
         trainer.fit(model, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
+        if not model.validation_run:  # resumed from a checkpoint of the last step, written before its validation
+            trainer.validate(model, datamodule=data, verbose=False)
     evaluation = evaluator_of(trainer)
     tested = evaluation.tested(trainer, parts.best_checkpoint())  # None: the last weights
     with preemption.phase("testing"):
         trainer.test(model, datamodule=data, ckpt_path=tested, weights_only=True, verbose=False)
+    calibrated: dict[str, Any] = {}
     if trainer.is_global_zero:
         card = {"model": dict(model.hparams), **parts.card, "metrics": card_metrics(evaluation.report)}
         with preemption.phase("the export"):
@@ -165,7 +171,7 @@ def _phases(parts: FitParts, ckpt_path: str | None) -> FitResult:
         # last: the fit is done
         directory.write_metrics(evaluation.report, model.deployment.as_dict(), calibration=calibrated)
     return FitResult(directory.root, evaluation.report, model.deployment.as_dict(), evaluation.choice,
-                     evaluation.selection.measure, len(data.judgments("test")), parts.changes)
+                     evaluation.selection.measure, len(data.judgments("test")), parts.changes, calibrated)
 
 
 def calibrate(validation: Run, test: Run, data: RerankDataModule) -> tuple[Calibration | None, dict[str, Any]]:

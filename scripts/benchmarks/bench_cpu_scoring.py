@@ -201,18 +201,21 @@ def main(argv: list[str] | None = None) -> None:
                 results.append(row | {"pairs_per_second": per_second, "nDCG@10": ndcg,
                                       "operations_per_second": per_second * operations_per_pair(model, tokens),
                                       "tokens_per_row": tokens})
-    record = {"machine": {"processor": platform.processor() or platform.machine(), "cores": torch.get_num_threads(),
-                          "flags": cpu_flags(), "peaks": rates},
-              "versions": {name: _version(name) for name in ("torch", "onnxruntime", "sentence-transformers",
-                                                             "openvino", "optimum-intel", "transformers")},
-              "command": " ".join(["python scripts/benchmarks/bench_cpu_scoring.py",
-                                   *(sys.argv[1:] if argv is None else argv)]),
-              "gates": gates,
-              "results": results}
+    record = recorded(rates, sys.argv[1:] if argv is None else argv, gates, results)
     show(record)
     if args.json:
         args.json.write_text(json.dumps(record, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
+
+
+def recorded(rates: dict[str, float], argv: list[str], gates: object, results: list[dict]) -> dict:
+    """The run's record: the machine, the libraries' versions, the command, the export's gates and the rows."""
+    return {"machine": {"processor": platform.processor() or platform.machine(), "cores": torch.get_num_threads(),
+                        "flags": cpu_flags(), "peaks": rates},
+            "versions": {name: _version(name) for name in ("torch", "onnxruntime", "sentence-transformers",
+                                                           "openvino", "optimum-intel", "transformers")},
+            "command": " ".join(["python scripts/benchmarks/bench_cpu_scoring.py", *argv]), "gates": gates,
+            "results": results}
 
 
 def _reason(error: Exception) -> str:

@@ -212,16 +212,13 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     args.logs.mkdir(parents=True, exist_ok=True)
     pools = {n: requests(n, args.queries) for n in args.documents}
-    report: dict = {"machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                                "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-                                "torch": torch.__version__},
-                    "command": " ".join(relative(argument) for argument in sys.argv), "offline": {}, "rounds": []}
+    report: dict = {"machine": machine(), "command": " ".join(relative(argument) for argument in sys.argv),
+                    "offline": {}, "rounds": []}
     rerankers = {ranker: Reranker.from_pretrained(args.model, ranker=ranker, precision=args.precision, device="cpu")
                  for ranker in ("reranker", "deployed")}
-    report["precision"] = rerankers["reranker"].precision_reason
-    tolerance = TOLERANCE if rerankers["reranker"].precision == "32" else FAST_TOLERANCE
-    deployed = rerankers["deployed"].deployment.describe()
-    report["deployed"] = deployed
+    report["precision"], fast = rerankers["reranker"].precision_reason, rerankers["reranker"].precision != "32"
+    tolerance = FAST_TOLERANCE if fast else TOLERANCE
+    report["deployed"] = deployed = rerankers["deployed"].deployment.describe()
     expected = {ranker: {n: expected_scores(reranker, pool) for n, pool in pools.items()}
                 for ranker, reranker in rerankers.items()}
     for ranker, reranker in rerankers.items():
@@ -258,6 +255,12 @@ def main(argv: list[str] | None = None) -> dict:
         args.output.write_text(json.dumps(report, indent=2) + "\n")
     show(report)
     return report
+
+
+def machine() -> dict:
+    """The CPU, its cores and threads, Python's and torch's versions."""
+    return {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(), "python": platform.python_version(), "torch": torch.__version__}
 
 
 def infinity_rounds(args: argparse.Namespace, pools: dict[int, list[Request]],
