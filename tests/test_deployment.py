@@ -14,7 +14,7 @@ from helpers import CRANFIELD, MINILM_VOCAB, cranfield_workdir, tiny_bi_encoder
 from scipy import stats
 
 from rerank.cli import fit, predict
-from rerank.cli.summary import ROWS, calibration_lines
+from rerank.cli.summary import ROWS, calibration_summary_lines
 from rerank.config.teacher import TeacherConfig
 from rerank.data.collection import Collection
 from rerank.data.collection_config import CollectionConfig
@@ -221,7 +221,7 @@ def test_the_fit_calibrates_its_deployed_ranker_on_validation_and_predict_gives_
     for qid, doc, rank, score, probability in rows[1:]:
         assert ranked(run[qid])[int(rank) - 1] == (doc, float(score))  # the run's order and scores
         assert float(probability) == calibration.probabilities([float(score)])[0]
-    summary = calibration_lines(fitted)[0]  # what the fit's summary prints
+    summary = calibration_summary_lines(fitted)[0]  # what the fit's summary prints
     ece, raw = fitted["calibrated"]["ece"], fitted["raw_sigmoid"]["ece"]
     assert summary.startswith(f"calibrated: {calibration.method} on validation; on the {fitted['pairs']} test pairs "
                               f"ECE {ece:.4f} (the raw sigmoid's {raw:.4f})")
@@ -327,3 +327,4 @@ def test_the_teachers_memory_gives_fresh_cosines_and_forgets_the_least_recently_
         assert cosines_of_texts(model, queries, candidates, memo=memo) == cosines_of_texts(model, queries, candidates)
     assert len(memo) == 3
     assert memo.get(texts["d3"]) is None and memo.get(texts["d0"]) is not None  # d3 was the least recently used
+

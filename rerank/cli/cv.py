@@ -48,7 +48,7 @@ from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, restrict, write_run
 from ..evaluation.calibration import Calibration, pooled_report
 from ..evaluation.measures import evaluate, paired_p
-from ..model.cross_encoder import CONFIG_KEY
+from ..inference.reranker import saved_calibration
 from .arguments import RerankCLI
 from .failures import run
 from .summary import cv_summary, show
@@ -112,8 +112,7 @@ def summarise(folder: CrossValidationDirectory, folds: list[int], qrels: Qrels, 
         metrics = directory.read_metrics()
         ranker = directory.read_deployment()["ranker"]
         deployed.append(ranker)
-        saved = read_json(directory.model / "config.json").get(CONFIG_KEY, {}).get(CALIBRATION)
-        calibrated.append((Calibration.from_dict(saved) if saved else None, fold_runs[ranker]))
+        calibrated.append((saved_calibration(read_json(directory.model / "config.json")), fold_runs[ranker]))
         for system, run_of_fold in (*fold_runs.items(), (DEPLOYED, fold_runs[ranker])):
             runs[system].update(run_of_fold)
         for system, values in (*metrics.items(), (DEPLOYED, metrics[ranker])):

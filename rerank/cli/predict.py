@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> Metrics:
         runs = {"reranker": writer.reranked, "first_stage": writer.first_stage, "teacher": teacher,
                 deployment.ranker: deployment.combine(writer.reranked, writer.first_stage, teacher)}
         write_run(runs[deployment.ranker], directory.run(RUN_NAME), tag=f"rerank-{deployment.ranker}{untrained}")
-        calibration = saved_calibration(model.model) if cli.config.ranker == "deployed" else None
+        calibration = saved_calibration(model.model.model.config) if cli.config.ranker == "deployed" else None
         if calibration is not None:
             write_probabilities(runs[deployment.ranker], calibration, directory.runs / f"{RUN_NAME}.probabilities.tsv")
         if collection.has_qrels:

@@ -84,7 +84,7 @@ def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, di
                                 + (f", on {deployment.queries} validation queries" if deployment.queries else "")]
     lines += [f"warning: {line}" for line in deployment.warnings()]
     lines += [f"note: the recipe was changed by {line}" for line in changes or []]
-    lines += calibration_lines(directory.read_calibration() if directory.metrics.is_file() else None)
+    lines += calibration_summary_lines(directory.read_calibration() if directory.metrics.is_file() else None)
     model = directory.model
     lines += [f"model: {model} (rerank predict and rerank.Reranker re-rank with the deployed ranker; transformers "
               "and sentence-transformers load the pure re-ranker)",
@@ -92,7 +92,7 @@ def fit_summary(metrics: dict[str, dict[str, float]], deployment: Deployment, di
     return lines
 
 
-def calibration_lines(report: dict[str, Any] | None) -> list[str]:
+def calibration_summary_lines(report: dict[str, Any] | None) -> list[str]:
     """The deployed ranker's calibration (``metrics.json``'s ``calibration``), in a line."""
     if not report:
         return []

@@ -74,7 +74,7 @@ def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | Non
             config[CONFIG_KEY] |= {key: value for key, value in records.items() if value}
             (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         card_text = "\n".join([model_card(card or {}, deployment).rstrip("\n"), *gate_lines(gates),
-                               *calibration_lines(calibration, (card or {}).get("calibration"))]) + "\n"
+                               *card_calibration_lines(calibration, (card or {}).get("calibration"))]) + "\n"
         (staging / "README.md").write_text(card_text, encoding="utf-8")
         if onnx:
             (staging / ONNX).parent.mkdir()
@@ -82,7 +82,7 @@ def export(model: CrossEncoderModel, out: str | Path, card: dict[str, Any] | Non
     return out
 
 
-def calibration_lines(calibration: Calibration | None, report: Mapping[str, Any] | None = None) -> list[str]:
+def card_calibration_lines(calibration: Calibration | None, report: Mapping[str, Any] | None = None) -> list[str]:
     """The model card's account of the deployed ranker's calibration, with its test figures (``report``:
     :func:`rerank.evaluation.calibration.calibration_report`'s) when given."""
     if calibration is None:

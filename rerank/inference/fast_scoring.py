@@ -35,7 +35,7 @@ from ..core.errors import UserError
 from ..core.hardware import cpu_computes_bf16, cpu_has_int8_dot
 from ..data.trec import Qrels, Run
 from ..evaluation.measures import evaluate
-from ..model.cross_encoder import CONFIG_KEY, CrossEncoderModel
+from ..model.cross_encoder import CrossEncoderModel, saved_record
 from ..model.scorer import PairScorer
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ def gate(precision: str, reference: Run, fast: Run, qrels: Qrels) -> Gate:
 
 def saved_gates(config: object) -> dict[str, Gate]:
     """The gates an export's ``config.json`` records (``rerank.fast_scoring``), by precision."""
-    saved = (getattr(config, CONFIG_KEY, None) or {}).get(RECORD) or {}
+    saved = saved_record(config, RECORD) or {}
     return {name: Gate(**{key: value for key, value in values.items() if key != "passed"})
             for name, values in saved.items()}
 

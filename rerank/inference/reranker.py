@@ -23,14 +23,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import torch
-
 from ..config.precision import SCORING_CHOICES
 from ..data.trec import Run, restrict
 from ..evaluation.calibration import RECORD as CALIBRATION
 from ..evaluation.calibration import Calibration
-from ..model.cross_encoder import CONFIG_KEY, CrossEncoderModel, require_trained_head
-from ..model.scorer import CandidateTexts, PairScorer
+from ..model.cross_encoder import CrossEncoderModel, require_trained_head, saved_record
+from ..model.scorer import CandidateTexts, PairScorer, scoring_device
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
 from ..ranker.memo import EmbeddingMemo, cosines_of_texts
 from ..teacher.scores import blend, load_bi_encoder
@@ -68,7 +66,7 @@ class Reranker(PairScorer):
         if precision not in SCORING_CHOICES:
             raise ValueError(f"precision must be one of {', '.join(SCORING_CHOICES)}; got {precision!r}")
         self.gates = saved_gates(model.model.config)
-        device = torch.device(options.get("device") or ("cuda" if torch.cuda.is_available() else "cpu"))
+        device = scoring_device(options.get("device"))
         precision, self.precision_reason = resolve_precision(precision, self.gates, device, "this model")
         super().__init__(model, precision=precision, **options)
         self.deployment = deployment or Deployment()
@@ -96,7 +94,8 @@ class Reranker(PairScorer):
             require_trained_head(model, name_or_path)
         deployment, calibration = Deployment(), None
         if ranker == "deployed":
-            deployment, calibration = saved_deployment(model.model.config, name_or_path), saved_calibration(model)
+            config = model.model.config
+            deployment, calibration = saved_deployment(config, name_or_path), saved_calibration(config)
         if deployment.needs_teacher:
             check_teacher(deployment.teacher, name_or_path)
         return cls(model, deployment, calibration=calibration, **options)
@@ -188,7 +187,8 @@ class Reranker(PairScorer):
         return restrict(first_stage, candidates)
 
 
-def saved_calibration(model: CrossEncoderModel) -> Calibration | None:
-    """The deployed ranker's calibration that an export's ``config.json`` records (``rerank.calibration``)."""
-    saved = (getattr(model.model.config, CONFIG_KEY, None) or {}).get(CALIBRATION)
+def saved_calibration(config: object) -> Calibration | None:
+    """The deployed ranker's calibration that an export's ``config.json`` records (``rerank.calibration``);
+    ``config``: as :func:`rerank.model.cross_encoder.saved_record`'s."""
+    saved = saved_record(config, CALIBRATION)
     return Calibration.from_dict(saved) if saved else None

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -167,9 +167,16 @@ class CrossEncoderModel(nn.Module):
                 self.tokenizer.model_max_length = previous
 
 
+def saved_record(config: object, key: str) -> Any:
+    """What a rerank export's ``config.json`` records under ``rerank.<key>`` (None when absent); ``config``: a
+    ``transformers`` config, or the parsed ``config.json``."""
+    section = config.get(CONFIG_KEY) if isinstance(config, Mapping) else getattr(config, CONFIG_KEY, None)
+    return (section or {}).get(key)
+
+
 def saved_tokenization(config: object) -> TokenizationConfig | None:
     """The tokenization a rerank export records in its ``config.json``, if any."""
-    saved = (getattr(config, CONFIG_KEY, None) or {}).get("tokenization")
+    saved = saved_record(config, "tokenization")
     return TokenizationConfig(**saved) if saved else None
 
 

@@ -41,6 +41,11 @@ DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16, "bf16-true": 
 """The dtype of each of :data:`~rerank.config.precision.PRECISIONS`."""
 
 
+def scoring_device(device: str | None = None) -> torch.device:
+    """The device a scorer runs on: ``device``, or the GPU when there is one, else the CPU."""
+    return torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
 def int8_model(model: torch.nn.Module) -> torch.nn.Module:
     """``model`` with its encoder's linear layers' weights quantized to int8 (per output channel, symmetric) and
     their inputs quantized per batch as they come (PyTorch's dynamic quantization: int8 matrix products on the CPU's
@@ -92,7 +97,7 @@ class PairScorer:
         if precision not in SCORING:
             raise ValueError(f"precision must be one of {', '.join(SCORING)}; got {precision!r}")
         check_range("batch_size", batch_size, 1)
-        self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.device = scoring_device(device)
         if precision == "int8" and self.device.type != "cpu":
             raise ValueError(f"precision int8 scores on a CPU; got device {self.device}")
         self.model = _in_precision(model.to(self.device).eval(), precision)

@@ -42,7 +42,7 @@ from ..config.selection import RANKERS
 from ..config.teacher import TeacherConfig
 from ..data.trec import Run
 from ..evaluation.fusion import fuse
-from ..model.cross_encoder import CONFIG_KEY
+from ..model.cross_encoder import saved_record
 from ..teacher.scores import load_bi_encoder
 
 ZERO_SHOT = ("teacher", "first_stage")
@@ -248,5 +248,5 @@ def saved_deployment(config: object, where: str) -> Deployment:
     """The deployment an exported folder's ``config.json`` records (``rerank.ranker.deployment``); the pure re-ranker
     for a folder without one (exported before deployments were, or any other cross-encoder). ``where`` names the folder
     in errors."""
-    saved = (getattr(config, CONFIG_KEY, None) or {}).get("deployment")
+    saved = saved_record(config, "deployment")
     return Deployment.from_dict(saved, f"{where}/config.json") if saved else Deployment()
