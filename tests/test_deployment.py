@@ -328,3 +328,50 @@ def test_the_teachers_memory_gives_fresh_cosines_and_forgets_the_least_recently_
     assert len(memo) == 3
     assert memo.get(texts["d3"]) is None and memo.get(texts["d0"]) is not None  # d3 was the least recently used
 
+
+def test_a_fused_reranker_embeds_a_document_it_has_seen_from_memory_by_default(tmp_path: Path) -> None:
+    """The Python API remembers the teacher's document embeddings by default: a second request over documents seen
+    before embeds only its query, and scores what a reranker without memory scores."""
+    from helpers import tiny_bert
+
+    from rerank.model.cross_encoder import CrossEncoderModel
+    from rerank.ranker.memo import REMEMBER
+
+    teacher = TeacherConfig(bi_encoder=str(tiny_bi_encoder(tmp_path)), max_length=64)
+    deployment = Deployment("fused", {"reranker": 0.5, "teacher": 0.3, "first_stage": 0.2}, teacher=teacher)
+    model = CrossEncoderModel.from_pretrained(str(tiny_bert(tmp_path / "ce", with_head=True)))
+    remembering, forgetting = Reranker(model, deployment, device="cpu"), Reranker(model, deployment, remember=0,
+                                                                                  device="cpu")
+    assert remembering.memo is not None and remembering.memo.size == REMEMBER and forgetting.memo is None
+    documents, bm25 = ["flow over a flat plate", "heat transfer", "shock waves"], [3.0, 2.0, 1.0]
+    encoded: list[int] = []
+    encode = remembering.bi_encoder.encode
+    remembering.bi_encoder.encode = lambda texts, **options: encoded.append(len(texts)) or encode(texts, **options)
+    for query in ("boundary layers", "heat at the wall"):
+        assert remembering.score(query, documents, bm25) == forgetting.score(query, documents, bm25)
+    assert encoded == [3, 1, 1]  # the documents once, then each query alone
+
+
+def test_the_teacher_alone_scores_as_its_fusion_does_without_running_the_cross_encoder(tmp_path: Path) -> None:
+    from helpers import tiny_bert
+
+    from rerank.model.cross_encoder import CrossEncoderModel
+    from rerank.model.scorer import PairScorer
+    from rerank.ranker.memo import cosines_of_texts
+    from rerank.teacher.scores import blend
+
+    teacher = TeacherConfig(bi_encoder=str(tiny_bi_encoder(tmp_path)), max_length=64, first_stage_weight=0.3)
+    alone = Deployment("fused", dict(TEACHER_ALONE), teacher=teacher)
+    model = CrossEncoderModel.from_pretrained(str(tiny_bert(tmp_path / "ce", with_head=True)))
+    reranker = Reranker(model, alone, device="cpu")
+    queries = {"q1": "boundary layers", "q2": "heat at the wall"}
+    candidates = {"q1": {"a": "flow over a flat plate", "b": "heat transfer", "c": "shock waves"},
+                  "q2": {"a": "flow over a flat plate", "d": "wall temperature"}}
+    first_stage = {"q1": {"a": 3.0, "b": 2.0, "c": 1.0}, "q2": {"a": 1.5, "d": 4.0}}
+    pure = PairScorer(model, device="cpu").rerank_many(queries, candidates)
+    cosines = blend(cosines_of_texts(reranker.bi_encoder, queries, candidates), first_stage, 0.3)
+    calls: list[int] = []
+    forward = model.forward
+    model.forward = lambda *arguments, **options: calls.append(1) or forward(*arguments, **options)
+    assert reranker.rerank_many(queries, candidates, first_stage) == alone.combine(pure, first_stage, cosines)
+    assert not calls  # the cross-encoder weighs 0

@@ -306,15 +306,19 @@ def test_a_wrong_model_or_a_taken_port_fails_in_one_line(exports: dict[str, Path
 
 def test_the_load_script_measures_the_servers_on_tiny_inputs(exports: dict[str, Path], tmp_path: Path) -> None:
     report = load_script("bench_serve").main([
-        "--model", str(exports["interpolated"]), "--documents", "3", "--clients", "1", "3", "--queries", "4",
-        "--requests", "2", "--seconds", "30", "--repeats", "1", "--logs", str(tmp_path / "logs"),
+        "--model", str(exports["fused"]), "--documents", "3", "--clients", "1", "3", "--queries", "4",
+        "--requests", "2", "--seconds", "30", "--repeats", "2", "--logs", str(tmp_path / "logs"),
         "--output", str(tmp_path / "report.json")])
     assert json.loads((tmp_path / "report.json").read_text()) == report
     servers = [(r["server"], r["clients"], r["requests"]) for r in report["rounds"]]
-    assert servers == [("rerank serve (pure)", 1, 2), ("rerank serve (pure)", 3, 6),
-                       (f"rerank serve ({report['deployed']})", 1, 2), (f"rerank serve ({report['deployed']})", 3, 6)]
+    deployed = report["deployed"]
+    assert deployed.startswith("fused (")
+    assert servers == [(f"rerank serve ({name})", clients, requests) for name in
+                       ("pure", f"{deployed}, new documents", f"{deployed}, documents seen before")
+                       for clients, requests in ((1, 2), (3, 6))]
     assert all(r["pairs_per_second"] > 0 and 0 < r["p50_ms"] <= r["p99_ms"] for r in report["rounds"])
-    assert set(report["offline"]) == {"reranker 3", "deployed 3"}  # every answer was checked against these scores
+    # every answer was checked against the offline scores of its ranker
+    assert set(report["offline"]) == {"reranker 3", "deployed 3", "new documents 3"}
 
 
 def test_an_encoder_without_a_head_is_refused_and_served_only_when_asked_saying_so(tmp_path: Path,

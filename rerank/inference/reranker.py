@@ -30,7 +30,7 @@ from ..evaluation.calibration import Calibration
 from ..model.cross_encoder import CrossEncoderModel, require_trained_head, saved_record
 from ..model.scorer import CandidateTexts, PairScorer, scoring_device
 from ..ranker.deployment import Deployment, check_teacher, saved_deployment
-from ..ranker.memo import EmbeddingMemo, cosines_of_texts
+from ..ranker.memo import REMEMBER, EmbeddingMemo, cosines_of_texts
 from ..teacher.scores import blend, load_bi_encoder
 from .fast_scoring import resolve_precision, saved_gates
 
@@ -46,7 +46,8 @@ class Reranker(PairScorer):
         model: the cross-encoder.
         deployment: the ranker to re-rank with and what it needs (default: the pure cross-encoder).
         remember: the teacher's embeddings of this many distinct documents are kept (least recently used out), so
-            that a document seen before is not embedded again (0: none; ``rerank serve`` keeps 50,000).
+            that a deployed ``fused`` ranker embeds a document seen before from memory, costing what the pure
+            cross-encoder costs (0: none; ``rerank serve`` keeps 50,000).
         calibration: the map from the deployed ranker's score to a probability of relevance (the export's:
             :mod:`rerank.evaluation.calibration`), which ``calibrated=True`` reports; None: none.
         precision: what the cross-encoder scores in (:data:`rerank.config.precision.SCORING_CHOICES`): ``auto``, the
@@ -61,7 +62,7 @@ class Reranker(PairScorer):
         calibration: the deployed ranker's calibration (None: none); :attr:`threshold`: its cut-off.
     """
 
-    def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, remember: int = 0,
+    def __init__(self, model: CrossEncoderModel, deployment: Deployment | None = None, remember: int = REMEMBER,
                  precision: str = "32", calibration: Calibration | None = None, **options: object) -> None:
         if precision not in SCORING_CHOICES:
             raise ValueError(f"precision must be one of {', '.join(SCORING_CHOICES)}; got {precision!r}")
@@ -156,7 +157,8 @@ class Reranker(PairScorer):
                     first_stage: Mapping[str, Mapping[str, float]] | None = None, progress: str | None = None) -> Run:
         """The deployed ranker's run ``{query id: {doc id: score}}`` for ``candidates`` (``{query id: {doc id:
         text}}``), with the candidates' ``first_stage`` scores (``{query id: {doc id: score}}``) where it mixes
-        them. The cross-encoder's pairs are batched across queries (:meth:`PairScorer.rerank_many`).
+        them. The cross-encoder's pairs are batched across queries (:meth:`PairScorer.rerank_many`); a deployed
+        ranker that gives the cross-encoder no weight (the teacher alone) does not run it.
 
         Raises:
             ValueError: the deployed ranker mixes the first stage and ``first_stage`` lacks a candidate's score.
@@ -164,7 +166,8 @@ class Reranker(PairScorer):
         deployment = self.deployment
         if deployment.needs_first_stage:
             first_stage = self._first_stage(candidates, first_stage)
-        pure = super().rerank_many(queries, candidates, progress)
+        pure = (super().rerank_many(queries, candidates, progress) if deployment.uses_reranker
+                else {qid: dict.fromkeys(docs, 0.0) for qid, docs in candidates.items()})  # weighs 0: adds nothing
         teacher = None
         if deployment.needs_teacher:
             teacher = cosines_of_texts(self.bi_encoder, queries, candidates, memo=self.memo)

@@ -17,6 +17,9 @@ from ..teacher.scores import COSINE_DECIMALS
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
+REMEMBER = 10_000
+"""The document embeddings :class:`rerank.inference.reranker.Reranker` keeps by default (about 15 MB for MiniLM)."""
+
 
 class EmbeddingMemo:
     """The embeddings of the last ``size`` distinct document texts a bi-encoder embedded (least recently used out):

@@ -6,10 +6,13 @@ sent by ``c`` concurrent clients (``--clients``; each sends its next request whe
 server on 127.0.0.1 only, each round bounded by ``--requests`` requests a client and ``--seconds`` of wall clock.
 For each server, each ``n`` and each ``c``: pairs scored a second, and the p50 and p99 latency of a request. The
 servers run one at a time: ``rerank serve`` with the pure cross-encoder (``--ranker reranker``, what Infinity can
-serve too), ``rerank serve`` with the export's deployed ranker, and Infinity with the pure cross-encoder when
+serve too), ``rerank serve`` with the export's deployed ranker (a ``fused`` one twice: on documents new to it, its
+teacher's memory off, and on documents seen before, every request sent once first), and Infinity with the pure
+cross-encoder when
 ``--infinity`` gives the Python of an environment where ``infinity-emb`` is installed (it pins libraries that
 rerank's own environment cannot have: ``make bench-serve`` builds ``.venv-infinity``). Offline, in this process: the
-pairs per second of ``Reranker.rerank_many`` over the same requests (the scoring loop of ``rerank predict``) and the
+pairs per second of ``Reranker.rerank_many`` over the same requests (the scoring loop of ``rerank predict``; best of
+``--repeats`` passes, so a ``fused`` ranker's with its documents in memory, and once more without memory) and the
 latency of one ``Reranker.rerank`` call of ``n`` documents. Every answer's scores are checked against the offline
 ones (the raw scores, ``raw_scores``; within 1e-5 in float32, :data:`FAST_TOLERANCE` in bf16 or int8; Infinity's
 against the sigmoid of the pure cross-encoder's). ``--precision`` is what rerank scores in, offline and served
@@ -32,7 +35,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
@@ -54,6 +57,22 @@ class Request:
     query: str
     documents: list[str]
     first_stage_scores: list[float]
+
+
+NEW = "new documents"
+SEEN = "documents seen before"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A server the rounds measure: ``rerank serve --ranker RANKER`` with ``options``; ``visit``: every request
+    of the pool is sent once before the rounds (a deployed ``fused`` ranker's teacher then has each document's
+    embedding in memory)."""
+
+    ranker: str
+    name: str
+    options: list[str] = field(default_factory=list)
+    visit: bool = False
 
 
 @dataclass
@@ -176,10 +195,11 @@ async def load(url: str, pool: list[Request], clients: int, per_client: int, sec
 
 
 def rounds(name: str, url: str, pools: dict[int, list[Request]], args: argparse.Namespace, body: Body,
-           check: Callable[[int], Check]) -> list[Round]:
+           check: Callable[[int], Check], visit: bool = False) -> list[Round]:
     results = []
     for documents, pool in pools.items():
-        asyncio.run(load(url, pool, 2, 2, args.seconds, body, check(documents)))  # warm
+        warm = (1, len(pool)) if visit else (2, 2)  # (clients, requests each): the whole pool once, or a little
+        asyncio.run(load(url, pool, *warm, math.inf, body, check(documents)))
         for clients in args.clients:
             latencies, pairs, wall = asyncio.run(load(url, pool, clients, args.requests, args.seconds, body,
                                                       check(documents)))
@@ -221,30 +241,17 @@ def main(argv: list[str] | None = None) -> dict:
     report["deployed"] = deployed = rerankers["deployed"].deployment.describe()
     expected = {ranker: {n: expected_scores(reranker, pool) for n, pool in pools.items()}
                 for ranker, reranker in rerankers.items()}
-    for ranker, reranker in rerankers.items():
+    variants = [Variant("reranker", "pure"), Variant("deployed", deployed)]
+    if rerankers["deployed"].memo is not None:  # its teacher embeds documents: once, or each time
+        rerankers[NEW] = Reranker.from_pretrained(args.model, precision=args.precision, device="cpu", remember=0)
+        variants = [variants[0], Variant("deployed", f"{deployed}, {NEW}", ["--serve.remember", "0"]),
+                    Variant("deployed", f"{deployed}, {SEEN}", visit=True)]
+    for ranker, reranker in rerankers.items():  # the deployed one's best pass has its documents in memory
         for n, pool in pools.items():
             report["offline"][f"{ranker} {n}"] = offline(reranker, pool, args.repeats)
             print(ranker, n, json.dumps(report["offline"][f"{ranker} {n}"]), flush=True)
     del rerankers
-    for ranker in ("reranker", "deployed"):
-        port = free_port()
-        served = Served([sys.executable, "-m", "rerank", "serve", "--model.model_name", args.model, "--ranker", ranker,
-                         "--serve.port", str(port), "--serve.max_documents", str(max(args.documents)),
-                         "--serve.precision", args.precision, "--serve.device", "cpu"], port, "/ready",
-                        args.logs / f"rerank-{ranker}.log")
-
-        def check(n: int, ranker: str = ranker) -> Check:
-            def agrees(request: Request, answer: dict) -> None:
-                scores = expected[ranker][n][(request.query, n)]
-                assert all(abs(r["relevance_score"] - scores[r["index"]]) <= tolerance for r in answer["results"])
-            return agrees
-
-        try:
-            report["rounds"] += [asdict(r) for r in rounds(
-                f"rerank serve ({'pure' if ranker == 'reranker' else deployed})", f"{served.url}/v2/rerank", pools,
-                args, lambda request: {"model": "rerank", "raw_scores": True, **asdict(request)}, check)]
-        finally:
-            served.stop()
+    report["rounds"] += served_rounds(args, variants, pools, expected, tolerance)
     if args.infinity:
         try:
             report["rounds"] += [asdict(r) for r in infinity_rounds(args, pools, expected["reranker"])]
@@ -255,6 +262,33 @@ def main(argv: list[str] | None = None) -> dict:
         args.output.write_text(json.dumps(report, indent=2) + "\n")
     show(report)
     return report
+
+
+def served_rounds(args: argparse.Namespace, variants: list[Variant], pools: dict[int, list[Request]],
+                  expected: dict[str, dict[int, dict[tuple[str, int], list[float]]]], tolerance: float) -> list[dict]:
+    """The rounds of each ``rerank serve`` variant, one server at a time, every answer checked against its ranker's
+    offline scores."""
+    results: list[dict] = []
+    for variant in variants:
+        ranker, port = variant.ranker, free_port()
+        served = Served([sys.executable, "-m", "rerank", "serve", "--model.model_name", args.model, "--ranker", ranker,
+                         "--serve.port", str(port), "--serve.max_documents", str(max(args.documents)),
+                         "--serve.precision", args.precision, "--serve.device", "cpu", *variant.options], port,
+                        "/ready", args.logs / f"rerank-{ranker}{'-remember-0' if variant.options else ''}.log")
+
+        def check(n: int, ranker: str = ranker) -> Check:
+            def agrees(request: Request, answer: dict) -> None:
+                scores = expected[ranker][n][(request.query, n)]
+                assert all(abs(r["relevance_score"] - scores[r["index"]]) <= tolerance for r in answer["results"])
+            return agrees
+
+        try:
+            results += [asdict(r) for r in rounds(
+                f"rerank serve ({variant.name})", f"{served.url}/v2/rerank", pools, args,
+                lambda request: {"model": "rerank", "raw_scores": True, **asdict(request)}, check, variant.visit)]
+        finally:
+            served.stop()
+    return results
 
 
 def machine() -> dict:
