@@ -21,7 +21,7 @@ IRDS_HOME := $(HOME)/.cache/rerank/irds_home
 CACHES := $(if $(wildcard $(SHARED)/hf_home),HF_HOME=$${HF_HOME:-$(abspath $(SHARED))/hf_home} HF_HUB_OFFLINE=1) \
           $(if $(wildcard $(SHARED)/irds_home),IR_DATASETS_HOME=$${IR_DATASETS_HOME:-$(IRDS_HOME)})
 
-.PHONY: setup run test test-minimum bench-losses bench-serve
+.PHONY: setup run test test-minimum bench-losses bench-serve bench-cpu
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,18 @@ bench-serve: setup
 	$(INFINITY_VENV)/bin/python -m pip install --quiet "infinity-emb[server,torch]==0.0.78" "transformers<4.58"
 	$(CACHES) $(BIN)/python scripts/benchmarks/bench_serve.py --model $(OUTPUT)/model --infinity $(INFINITY_VENV)/bin/python \
 		--output outputs/bench_serve.json
+
+# Scoring on a CPU (docs/experiments/benchmarks.md): rerank's float32, bf16 and int8 against sentence-transformers'
+# torch, ONNX and OpenVINO backends on $(OUTPUT)/model (a `make run` export). Optimum, which those backends need,
+# imports against transformers 4.x, so the run gets an environment of its own with rerank on the transformers it takes.
+BACKENDS_VENV ?= .venv-backends
+bench-cpu:
+	test -x $(BACKENDS_VENV)/bin/python || $(PYTHON) -m venv $(BACKENDS_VENV)
+	$(BACKENDS_VENV)/bin/python -m pip install --quiet "$(TORCH_SPEC)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(BACKENDS_VENV)/bin/python -m pip install --quiet -e ".[all]" "sentence-transformers[onnx,openvino]"
+	$(CACHES) $(BACKENDS_VENV)/bin/python scripts/benchmarks/bench_cpu_scoring.py --model $(OUTPUT)/model \
+		--config $(OUTPUT)/config.yaml --run $(OUTPUT)/first_stage.trec --queries 6 --repeats 2 \
+		--json outputs/bench_cpu_scoring.json
 
 # The tests, after the linter (ruff, configured in pyproject.toml).
 test: setup

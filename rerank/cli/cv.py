@@ -48,7 +48,7 @@ from ..data.folds import FoldsConfig, make_split
 from ..data.trec import Qrels, Run, read_run, restrict, write_run
 from ..evaluation.calibration import Calibration, pooled_report
 from ..evaluation.measures import evaluate, paired_p
-from ..inference.reranker import saved_calibration
+from ..ranker.deployment import saved_calibration
 from .arguments import RerankCLI
 from .failures import run
 from .summary import cv_summary, show

@@ -48,10 +48,9 @@ from ..data.trec import check_scored, write_run
 from ..evaluation.calibration import calibration_report, write_probabilities
 from ..evaluation.measures import evaluate
 from ..inference.fast_scoring import resolve_precision, saved_gates
-from ..inference.reranker import saved_calibration
 from ..model.cross_encoder import require_trained_head
 from ..model.scorer import int8_model
-from ..ranker.deployment import Deployment, check_teacher, saved_deployment
+from ..ranker.deployment import Deployment, check_teacher, saved_calibration, saved_deployment
 from ..teacher.scores import teacher_scores
 from ..training.datamodule import RerankDataModule
 from ..training.lightning_module import RerankModule

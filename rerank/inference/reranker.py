@@ -25,11 +25,10 @@ from collections.abc import Mapping, Sequence
 
 from ..config.precision import SCORING_CHOICES
 from ..data.trec import Run, restrict
-from ..evaluation.calibration import RECORD as CALIBRATION
 from ..evaluation.calibration import Calibration
-from ..model.cross_encoder import CrossEncoderModel, require_trained_head, saved_record
+from ..model.cross_encoder import CrossEncoderModel, require_trained_head
 from ..model.scorer import CandidateTexts, PairScorer, scoring_device
-from ..ranker.deployment import Deployment, check_teacher, saved_deployment
+from ..ranker.deployment import Deployment, check_teacher, saved_calibration, saved_deployment
 from ..ranker.memo import REMEMBER, EmbeddingMemo, cosines_of_texts
 from ..teacher.scores import blend, load_bi_encoder
 from .fast_scoring import resolve_precision, saved_gates
@@ -47,7 +46,8 @@ class Reranker(PairScorer):
         deployment: the ranker to re-rank with and what it needs (default: the pure cross-encoder).
         remember: the teacher's embeddings of this many distinct documents are kept (least recently used out), so
             that a deployed ``fused`` ranker embeds a document seen before from memory, costing what the pure
-            cross-encoder costs (0: none; ``rerank serve`` keeps 50,000).
+            cross-encoder costs (default :data:`rerank.ranker.memo.REMEMBER`, 10,000; 0: none; ``rerank serve``
+            keeps 50,000).
         calibration: the map from the deployed ranker's score to a probability of relevance (the export's:
             :mod:`rerank.evaluation.calibration`), which ``calibrated=True`` reports; None: none.
         precision: what the cross-encoder scores in (:data:`rerank.config.precision.SCORING_CHOICES`): ``auto``, the
@@ -188,10 +188,3 @@ class Reranker(PairScorer):
             raise ValueError(f"no first-stage score for {len(missing)} candidate(s), e.g. query {missing[0][0]!r} "
                              f"document {missing[0][1]!r} (first_stage_scores must give one per document); {advice}")
         return restrict(first_stage, candidates)
-
-
-def saved_calibration(config: object) -> Calibration | None:
-    """The deployed ranker's calibration that an export's ``config.json`` records (``rerank.calibration``);
-    ``config``: as :func:`rerank.model.cross_encoder.saved_record`'s."""
-    saved = saved_record(config, CALIBRATION)
-    return Calibration.from_dict(saved) if saved else None

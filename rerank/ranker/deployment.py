@@ -41,6 +41,8 @@ import numpy as np
 from ..config.selection import RANKERS
 from ..config.teacher import TeacherConfig
 from ..data.trec import Run
+from ..evaluation.calibration import RECORD as CALIBRATION
+from ..evaluation.calibration import Calibration
 from ..evaluation.fusion import fuse
 from ..model.cross_encoder import saved_record
 from ..teacher.scores import load_bi_encoder
@@ -250,3 +252,10 @@ def saved_deployment(config: object, where: str) -> Deployment:
     in errors."""
     saved = saved_record(config, "deployment")
     return Deployment.from_dict(saved, f"{where}/config.json") if saved else Deployment()
+
+
+def saved_calibration(config: object) -> Calibration | None:
+    """The deployed ranker's calibration that an export's ``config.json`` records (``rerank.calibration``);
+    ``config``: as :func:`rerank.model.cross_encoder.saved_record`'s."""
+    saved = saved_record(config, CALIBRATION)
+    return Calibration.from_dict(saved) if saved else None

@@ -7,8 +7,9 @@ pairs/s is the best of ``--repeats`` passes over the requests; its nDCG@10 is of
 - ``rerank float32``, ``rerank bf16`` (autocast), ``rerank int8`` (PyTorch's dynamic quantization, per output
   channel): ``rerank.Reranker`` with its ``precision``;
 - ``st torch``, ``st onnx`` (float32), ``st onnx int8`` (its ``export_dynamic_quantized_onnx_model``, AVX512-VNNI),
-  ``st openvino`` (float32) and ``st openvino int8`` (its ``export_static_quantized_openvino_model``, calibrated on
-  the requests' pairs): ``sentence_transformers.CrossEncoder`` on the same folder. A backend whose package is not
+  ``st openvino`` (float32) and ``st openvino int8`` (static int8 as its ``export_static_quantized_openvino_model``
+  makes it, through ``optimum-intel``'s ``OVQuantizer``, calibrated on the requests' pairs rather than on GLUE's
+  sentences): ``sentence_transformers.CrossEncoder`` on the same folder. A backend whose package is not
   installed (``pip install "sentence-transformers[onnx,openvino]"``) is reported as skipped, with why.
 
 Each path's rate is also given as the operations a second it reaches: 2 x (the encoder's weights) multiply-adds per
@@ -53,6 +54,8 @@ from rerank import (
 )
 
 Scorer = Callable[[str, list[str]], list[float]]
+OV_INT8 = "openvino_model_qint8_quantized"
+"""The name of the static int8 OpenVINO model in the folder's ``openvino/`` (as sentence-transformers names it)."""
 
 
 def requests(collection: Collection, run_file: Path, documents: int,
@@ -92,18 +95,23 @@ def st_paths(folder: Path, rows: int, calibration: list[tuple[str, str]]) -> dic
         return cross_encoder(backend="onnx", model_kwargs={"file_name": "onnx/model_qint8_avx512_vnni.onnx"})()
 
     def openvino_int8() -> Scorer:
-        from optimum.intel import OVQuantizationConfig
-        from sentence_transformers import CrossEncoder, export_static_quantized_openvino_model
+        from datasets import Dataset
+        from optimum.intel import OVConfig, OVQuantizationConfig, OVQuantizer
+        from sentence_transformers import CrossEncoder
 
         model = CrossEncoder(str(folder), backend="openvino", max_length=rows, device="cpu")
-        local = folder / "calibration.csv"
-        local.write_text("sentence1,sentence2\n" + "".join(
-            f'"{query.replace(chr(34), "")}","{doc.replace(chr(34), "")[:1500]}"\n' for query, doc in calibration))
-        export_static_quantized_openvino_model(model, OVQuantizationConfig(num_samples=len(calibration)),
-                                               str(folder), dataset_name="csv", dataset_config_name=None,
-                                               dataset_split="train", column_name="sentence1")
-        return cross_encoder(backend="openvino",
-                             model_kwargs={"file_name": "openvino/openvino_model_qint8_quantized.xml"})()
+        queries, docs = zip(*calibration, strict=True)
+        pairs = Dataset.from_dict(dict(model.tokenizer(list(queries), list(docs), padding="max_length",
+                                                       max_length=rows, truncation="longest_first")))
+        with tempfile.TemporaryDirectory() as quantized:
+            OVQuantizer.from_pretrained(model.transformers_model).quantize(
+                pairs, save_directory=quantized,
+                ov_config=OVConfig(quantization_config=OVQuantizationConfig(num_samples=len(calibration))))
+            (folder / "openvino").mkdir(exist_ok=True)
+            for suffix in (".xml", ".bin"):
+                shutil.move(Path(quantized, "openvino", f"openvino_model{suffix}"),
+                            folder / "openvino" / f"{OV_INT8}{suffix}")
+        return cross_encoder(backend="openvino", model_kwargs={"file_name": f"openvino/{OV_INT8}.xml"})()
 
     return {"st torch": cross_encoder(), "st onnx": cross_encoder(backend="onnx"), "st onnx int8": onnx_int8,
             "st openvino": cross_encoder(backend="openvino"), "st openvino int8": openvino_int8}
